@@ -1,0 +1,26 @@
+"""Pins Keras 3 to the TensorFlow backend before Keras is imported anywhere in tapefit."""
+
+import os
+import sys
+
+from tapefit.errors import TapefitError
+
+REQUIRED_BACKEND = "tensorflow"
+
+
+def ensure_tensorflow_backend() -> None:
+    """Set KERAS_BACKEND=tensorflow, or fail clearly if another backend was asked for."""
+    requested = os.environ.get("KERAS_BACKEND", REQUIRED_BACKEND)
+    if requested != REQUIRED_BACKEND:
+        raise TapefitError(
+            f"KERAS_BACKEND={requested!r} is not supported: tapefit's steps use tf.GradientTape; "
+            f"unset KERAS_BACKEND or set KERAS_BACKEND={REQUIRED_BACKEND}"
+        )
+    os.environ["KERAS_BACKEND"] = REQUIRED_BACKEND
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    keras = sys.modules.get("keras")
+    if keras is not None and keras.backend.backend() != REQUIRED_BACKEND:
+        raise TapefitError(
+            f"keras was imported with the {keras.backend.backend()!r} backend before tapefit: "
+            f"import tapefit first or set KERAS_BACKEND={REQUIRED_BACKEND}"
+        )

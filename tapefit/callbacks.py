@@ -1,0 +1,61 @@
+"""Keras callbacks built from the `callbacks` config group, writing into the run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import keras
+
+
+def build_callbacks(cfg: Any, run_dir: Path) -> list[keras.callbacks.Callback]:
+    """The enabled callbacks of `cfg` (the `callbacks` group), with files under `run_dir`."""
+    callbacks: list[keras.callbacks.Callback] = []
+    if cfg.tensorboard.enabled:
+        callbacks.append(
+            keras.callbacks.TensorBoard(
+                log_dir=str(run_dir / "tensorboard"),
+                update_freq=cfg.tensorboard.update_freq,
+                histogram_freq=cfg.tensorboard.histogram_freq,
+                write_graph=cfg.tensorboard.write_graph,
+                profile_batch=cfg.tensorboard.profile_batch,
+            )
+        )
+    if cfg.early_stopping.enabled:
+        stop = cfg.early_stopping
+        callbacks.append(
+            keras.callbacks.EarlyStopping(
+                monitor=stop.monitor,
+                mode=stop.mode,
+                patience=stop.patience,
+                min_delta=stop.min_delta,
+                restore_best_weights=stop.restore_best_weights,
+            )
+        )
+    if cfg.model_checkpoint.enabled:
+        checkpoint = cfg.model_checkpoint
+        path = run_dir / checkpoint.filename
+        path.parent.mkdir(parents=True, exist_ok=True)
+        callbacks.append(
+            keras.callbacks.ModelCheckpoint(
+                filepath=str(path),
+                monitor=checkpoint.monitor,
+                mode=checkpoint.mode,
+                save_best_only=checkpoint.save_best_only,
+                save_weights_only=str(path).endswith(".weights.h5"),
+            )
+        )
+    if cfg.reduce_lr_on_plateau.enabled:
+        plateau = cfg.reduce_lr_on_plateau
+        callbacks.append(
+            keras.callbacks.ReduceLROnPlateau(
+                monitor=plateau.monitor,
+                mode=plateau.mode,
+                factor=plateau.factor,
+                patience=plateau.patience,
+                min_lr=plateau.min_lr,
+            )
+        )
+    if cfg.csv_logger.enabled:
+        callbacks.append(keras.callbacks.CSVLogger(str(run_dir / cfg.csv_logger.filename)))
+    return callbacks

@@ -1,0 +1,141 @@
+"""Image classification data: scikit-learn's bundled digits (offline) and MNIST."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from sklearn.model_selection import train_test_split
+
+from tapefit.data.pipeline import make_pipeline
+from tapefit.errors import TapefitError
+
+MNIST_KEYS = ("x_train", "y_train", "x_test", "y_test")
+MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
+
+
+@dataclass
+class ImageData:
+    """Train/validation/test pipelines plus what the model needs to know about them."""
+
+    train: tf.data.Dataset
+    val: tf.data.Dataset
+    test: tf.data.Dataset
+    image_shape: tuple[int, ...]
+    num_classes: int
+    sizes: dict[str, int]
+
+
+Split = tuple[np.ndarray, np.ndarray]
+
+
+def load_digits_splits(val_fraction: float, test_fraction: float, seed: int) -> dict[str, Split]:
+    """scikit-learn's 1,797 8x8 digits, scaled to [0, 1], split with stratification."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = (digits.images / 16.0).astype("float32")[..., None]
+    labels = digits.target.astype("int64")
+    x_rest, x_test, y_rest, y_test = train_test_split(
+        images, labels, test_size=test_fraction, stratify=labels, random_state=seed
+    )
+    x_train, x_val, y_train, y_val = _split_validation(x_rest, y_rest, val_fraction, seed)
+    return {"train": (x_train, y_train), "val": (x_val, y_val), "test": (x_test, y_test)}
+
+
+def load_mnist_arrays(path: str | None) -> dict[str, np.ndarray]:
+    """MNIST as `keras.datasets.mnist.load_data()` gives it, or from a local `mnist.npz`."""
+    if path is None:
+        import keras
+
+        try:
+            (x_train, y_train), (x_test, y_test) = keras.datasets.mnist.load_data()
+        except Exception as error:
+            raise TapefitError(
+                f"MNIST could not be downloaded ({type(error).__name__}): on an offline machine "
+                f"fetch {MNIST_URL} elsewhere and pass data.path=/path/to/mnist.npz"
+            ) from error
+        return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise TapefitError(
+            f"data.path={path} does not exist: point it at mnist.npz (from {MNIST_URL})"
+        )
+    try:
+        with np.load(file, allow_pickle=False) as archive:
+            missing = [key for key in MNIST_KEYS if key not in archive.files]
+            if missing:
+                raise TapefitError(
+                    f"{file} is not an MNIST archive: it lacks {', '.join(missing)}; expected "
+                    f"arrays {', '.join(MNIST_KEYS)} as in {MNIST_URL}"
+                )
+            return {key: archive[key] for key in MNIST_KEYS}
+    except (OSError, ValueError) as error:
+        raise TapefitError(f"{file} is not a readable .npz file ({error})") from error
+
+
+def load_mnist_splits(path: str | None, val_fraction: float, seed: int) -> dict[str, Split]:
+    """MNIST scaled to [0, 1] with a channel axis; validation is a stratified part of train."""
+    arrays = load_mnist_arrays(path)
+    for prefix in ("train", "test"):
+        images, labels = arrays[f"x_{prefix}"], arrays[f"y_{prefix}"]
+        if images.ndim != 3 or len(images) != len(labels) or len(images) == 0:
+            raise TapefitError(
+                f"MNIST x_{prefix} must be (n, height, width) with one label each; got images "
+                f"{images.shape} and labels {labels.shape}"
+            )
+        if labels.min() < 0 or labels.max() > 9:
+            raise TapefitError(f"MNIST y_{prefix} labels must lie in 0..9; got {labels.max()}")
+    scale = 255.0 if arrays["x_train"].dtype == np.uint8 else 1.0
+    x_all = (arrays["x_train"] / scale).astype("float32")[..., None]
+    y_all = arrays["y_train"].astype("int64")
+    x_test = (arrays["x_test"] / scale).astype("float32")[..., None]
+    x_train, x_val, y_train, y_val = _split_validation(x_all, y_all, val_fraction, seed)
+    return {
+        "train": (x_train, y_train),
+        "val": (x_val, y_val),
+        "test": (x_test, arrays["y_test"].astype("int64")),
+    }
+
+
+def _split_validation(
+    images: np.ndarray, labels: np.ndarray, val_fraction: float, seed: int
+) -> tuple[np.ndarray, ...]:
+    counts = np.bincount(labels)
+    stratify = labels if counts[counts > 0].min() >= 2 else None
+    return tuple(
+        train_test_split(
+            images, labels, test_size=val_fraction, stratify=stratify, random_state=seed
+        )
+    )
+
+
+def image_datasets(cfg: Any, seed: int) -> ImageData:
+    """Build the image pipelines named by `cfg.name` (`digits` or `mnist`)."""
+    for key in ("val_fraction", "test_fraction"):
+        if not 0.0 < cfg[key] < 1.0:
+            raise TapefitError(f"data.{key}={cfg[key]} must lie strictly between 0 and 1")
+    if cfg.name == "digits":
+        splits = load_digits_splits(cfg.val_fraction, cfg.test_fraction, seed)
+    elif cfg.name == "mnist":
+        splits = load_mnist_splits(cfg.path, cfg.val_fraction, seed)
+    else:
+        raise TapefitError(f"data.name={cfg.name!r} is not an image dataset: use digits or mnist")
+    if cfg.train_limit is not None:
+        splits["train"] = tuple(part[: cfg.train_limit] for part in splits["train"])
+    x_train = splits["train"][0]
+    pipelines = {
+        name: make_pipeline(
+            arrays, cfg.batch_size, shuffle=name == "train", seed=seed, cache=cfg.cache
+        )
+        for name, arrays in splits.items()
+    }
+    return ImageData(
+        **pipelines,
+        image_shape=tuple(int(d) for d in x_train.shape[1:]),
+        num_classes=int(max(y.max() for _, y in splits.values())) + 1,
+        sizes={name: len(arrays[1]) for name, arrays in splits.items()},
+    )

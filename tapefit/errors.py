@@ -1,0 +1,6 @@
+"""The one exception type tapefit raises for bad input; its message says what is wrong and how
+to fix it, and the CLI prints it as a single line."""
+
+
+class TapefitError(Exception):
+    """A user-facing error: bad config, data or files. The message is one actionable line."""

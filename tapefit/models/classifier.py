@@ -1,0 +1,121 @@
+"""Image classifier: the CNN and the MLP of the MNIST tutorials, as a TapeModel subclass."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+from keras import layers
+
+from tapefit.errors import TapefitError
+from tapefit.tape_model import TapeModel
+
+ARCHITECTURES = ("cnn", "mlp")
+# (filters, number of convolutions) per block of the tutorial CNN; each block ends in BN + pool.
+CNN_BLOCKS = ((16, 1), (32, 2), (64, 3))
+
+
+def cnn_layers(
+    image_shape: Sequence[int], dropout: float, bn_momentum: float, dense_units: int = 256
+) -> list[layers.Layer]:
+    """Conv 16 -> BN -> pool; 2x conv 32 -> BN -> pool; 3x conv 64 -> BN -> pool; dense 256.
+
+    Pooling is skipped once the feature map is smaller than 2x2, so 8x8 digits and 28x28 MNIST
+    both fit.
+    """
+    stack: list[layers.Layer] = []
+    height, width = image_shape[0], image_shape[1]
+    for filters, convolutions in CNN_BLOCKS:
+        stack += [
+            layers.Conv2D(filters, 3, padding="same", activation="relu")
+            for _ in range(convolutions)
+        ]
+        stack.append(layers.BatchNormalization(momentum=bn_momentum))
+        if min(height, width) >= 2:
+            stack.append(layers.MaxPooling2D())
+            height, width = height // 2, width // 2
+    stack += [
+        layers.Flatten(),
+        layers.Dense(dense_units, activation="relu"),
+        layers.BatchNormalization(momentum=bn_momentum),
+        layers.Dropout(dropout),
+    ]
+    return stack
+
+
+def mlp_layers(hidden_units: Sequence[int]) -> list[layers.Layer]:
+    """Flatten then one ReLU dense layer per entry of `hidden_units` (64 -> 64 by default)."""
+    return [layers.Flatten()] + [layers.Dense(units, activation="relu") for units in hidden_units]
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class Classifier(TapeModel):
+    """Softmax image classifier trained by TapeModel's step; `architecture` is `cnn` or `mlp`.
+
+    The final softmax runs in float32 so mixed precision keeps the loss stable.
+
+    Example:
+
+    ```python
+    model = Classifier(image_shape=(8, 8, 1), num_classes=10, architecture="mlp")
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    ```
+    """
+
+    def __init__(
+        self,
+        image_shape: Sequence[int],
+        num_classes: int = 10,
+        architecture: str = "cnn",
+        dropout: float = 0.5,
+        bn_momentum: float = 0.9,
+        hidden_units: Sequence[int] = (64, 64),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if architecture not in ARCHITECTURES:
+            raise TapefitError(
+                f"model.architecture={architecture!r} is unknown: choose one of {ARCHITECTURES}"
+            )
+        if len(image_shape) != 3:
+            raise TapefitError(
+                f"Classifier needs images shaped (height, width, channels); got {image_shape}"
+            )
+        self.image_shape = tuple(int(d) for d in image_shape)
+        self.num_classes = int(num_classes)
+        self.architecture = architecture
+        self.dropout = float(dropout)
+        self.bn_momentum = float(bn_momentum)
+        self.hidden_units = tuple(int(u) for u in hidden_units)
+        body = (
+            cnn_layers(self.image_shape, self.dropout, self.bn_momentum)
+            if architecture == "cnn"
+            else mlp_layers(self.hidden_units)
+        )
+        self.body = keras.Sequential(body, name=f"{architecture}_body")
+        self.logits = layers.Dense(self.num_classes, name="logits")
+        self.probabilities = layers.Activation("softmax", dtype="float32", name="softmax")
+        self.build((None, *self.image_shape))
+
+    def build(self, input_shape: tuple) -> None:
+        """Create every weight now, so the model can be summarised, saved and reloaded at once."""
+        self.body.build(input_shape)
+        self.logits.build(self.body.compute_output_shape(input_shape))
+        self.built = True
+
+    def call(self, images: Any, training: bool | None = None) -> Any:
+        """Class probabilities for a batch of images."""
+        return self.probabilities(self.logits(self.body(images, training=training)))
+
+    def get_config(self) -> dict:
+        """Everything `__init__` needs, so `.keras` files reload without custom code."""
+        return {
+            "name": self.name,
+            "image_shape": list(self.image_shape),
+            "num_classes": self.num_classes,
+            "architecture": self.architecture,
+            "dropout": self.dropout,
+            "bn_momentum": self.bn_momentum,
+            "hidden_units": list(self.hidden_units),
+        }

@@ -1,0 +1,58 @@
+"""Process-wide set-up, done in one place: seeds, determinism, dtype policy, strategy."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from tapefit.errors import TapefitError
+
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def seed_everything(seed: int, deterministic: bool = False) -> None:
+    """Seed Python, NumPy and TensorFlow; optionally make TF ops deterministic (slower)."""
+    keras.utils.set_random_seed(seed)
+    if deterministic:
+        tf.config.experimental.enable_op_determinism()
+
+
+def set_precision(precision: str) -> None:
+    """Set Keras' global dtype policy; models built afterwards compute in it."""
+    if precision not in PRECISIONS:
+        raise TapefitError(f"precision={precision!r} is unknown: choose one of {PRECISIONS}")
+    keras.mixed_precision.set_global_policy(precision)
+
+
+def make_strategy(name: str) -> tf.distribute.Strategy:
+    """The `tf.distribute` strategy named in config.
+
+    `default` is TensorFlow's no-op strategy; `one_device` pins the first GPU (or the CPU);
+    `mirrored` replicates over every local GPU (or logical device); `multi_worker` reads the
+    cluster from the `TF_CONFIG` environment variable.
+    """
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "one_device":
+        device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
+        return tf.distribute.OneDeviceStrategy(device)
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise TapefitError(
+        f"trainer.strategy={name!r} is unknown: choose default, one_device, mirrored or "
+        "multi_worker"
+    )
+
+
+def parse_jit_compile(value: str | bool) -> str | bool:
+    """`auto`, `true` or `false` (any case) -> the value `Model.compile(jit_compile=...)` takes."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return "auto"
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise TapefitError(f"trainer.jit_compile={value!r} is not valid: use auto, true or false")
