@@ -56,6 +56,7 @@ def run(cfg: Any, run_dir: str | Path) -> dict[str, Any]:
     history = model.fit(
         data.train,
         validation_data=data.val,
+        shuffle=False,  # the tf.data pipeline already reshuffles, from the seed
         epochs=cfg.trainer.epochs,
         steps_per_epoch=cfg.trainer.steps_per_epoch,
         validation_steps=cfg.trainer.validation_steps,

@@ -105,7 +105,11 @@ def _split_validation(
     images: np.ndarray, labels: np.ndarray, val_fraction: float, seed: int
 ) -> tuple[np.ndarray, ...]:
     counts = np.bincount(labels)
-    stratify = labels if counts[counts > 0].min() >= 2 else None
+    classes = int((counts > 0).sum())
+    n_val = int(np.ceil(val_fraction * len(labels)))
+    # Stratify whenever both parts can hold every class; tiny datasets fall back to random.
+    can_stratify = counts[counts > 0].min() >= 2 and min(n_val, len(labels) - n_val) >= classes
+    stratify = labels if can_stratify else None
     return tuple(
         train_test_split(
             images, labels, test_size=val_fraction, stratify=stratify, random_state=seed

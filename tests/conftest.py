@@ -1,0 +1,34 @@
+"""Shared fixtures: TensorFlow backend, two logical CPUs for distribution tests, seeds, configs."""
+
+import os
+
+os.environ["KERAS_BACKEND"] = "tensorflow"
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras
+import pytest
+import tensorflow as tf
+
+# Two logical CPUs let MirroredStrategy run two replicas on this GPU-less machine. It must be
+# set before TensorFlow initialises its devices, so it happens at import time.
+_cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    _cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
+)
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_policy():
+    """Every test starts from the same seed and float32, whatever the previous one set."""
+    keras.utils.set_random_seed(1234)
+    keras.mixed_precision.set_global_policy("float32")
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.fixture
+def compose():
+    """Compose the real config tree with overrides, as the CLI would."""
+    from tapefit.config import compose as compose_config
+
+    return compose_config

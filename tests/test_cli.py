@@ -1,0 +1,93 @@
+"""`python -m tapefit` end to end: the run directory, and one-line errors for bad input."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from tests.helpers import run_cli, scalar_tags
+
+
+@pytest.fixture(scope="module")
+def classifier_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run")
+    result = run_cli("trainer.epochs=2", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir, result
+
+
+def test_run_directory_holds_every_artefact(classifier_run):
+    run_dir, _ = classifier_run
+    for name in ("history.json", "metrics.json", "model.keras", "curves.png", "history.csv"):
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / ".hydra" / "config.yaml").is_file()
+    assert (run_dir / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(run_dir.glob(".*.tmp*")), "temporary files were left behind"
+
+
+def test_history_and_metrics_files(classifier_run):
+    run_dir, result = classifier_run
+    history = json.loads((run_dir / "history.json").read_text())
+    assert set(history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert all(len(values) == 2 for values in history.values())
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["epochs_run"] == 2
+    assert metrics["wall_time_s"] > metrics["train_time_s"] > 0
+    assert metrics["samples"] == {"train": 1221, "val": 216, "test": 360}
+    assert 0.8 < metrics["test_accuracy"] <= 1.0  # two epochs of the CNN, far above chance
+    assert f"test_accuracy={metrics['test_accuracy']:.4f}" in result.stdout
+
+
+def test_saved_model_reloads_with_the_same_predictions(classifier_run):
+    from tapefit.data.images import load_digits_splits
+    from tapefit.models import Classifier
+
+    run_dir, _ = classifier_run
+    model = keras.models.load_model(run_dir / "model.keras")
+    assert isinstance(model, Classifier) and model.architecture == "cnn"
+    x_test, y_test = load_digits_splits(0.15, 0.2, seed=0)["test"]
+    predictions = model.predict(x_test, verbose=0)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    accuracy = float(np.mean(predictions.argmax(axis=1) == y_test))
+    assert accuracy == pytest.approx(metrics["test_accuracy"], abs=1e-6)
+
+
+def test_tensorboard_has_train_and_validation_scalars_per_epoch(classifier_run):
+    run_dir, _ = classifier_run
+    for split in ("train", "validation"):
+        scalars = scalar_tags(run_dir / "tensorboard" / split)
+        assert len(scalars["epoch_loss"]) == 2 and len(scalars["epoch_accuracy"]) == 2
+    history = json.loads((run_dir / "history.json").read_text())
+    validation = scalar_tags(run_dir / "tensorboard" / "validation")
+    np.testing.assert_allclose(validation["epoch_loss"], history["val_loss"], rtol=1e-6)
+
+
+def test_misspelt_key_fails_before_training(tmp_path):
+    result = run_cli("trainer.epocs=3", f"hydra.run.dir={tmp_path}")
+    assert result.returncode != 0
+    assert "epocs" in result.stderr
+    assert not (tmp_path / "history.json").exists()
+
+
+def test_bad_input_is_one_clear_line(tmp_path):
+    result = run_cli(
+        "experiment=mnist", f"data.path={tmp_path}/nowhere.npz", f"hydra.run.dir={tmp_path}"
+    )
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("tapefit: error:")]
+    assert len(errors) == 1 and "does not exist: point it at mnist.npz" in errors[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_another_keras_backend_is_refused(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, KERAS_BACKEND="jax")
+    result = subprocess.run(
+        [sys.executable, "-m", "tapefit"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 1
+    assert "KERAS_BACKEND='jax' is not supported" in result.stderr

@@ -1,0 +1,60 @@
+"""Config composition: every experiment composes, schemas reject bad keys and types at once."""
+
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from tapefit.config import config_dir
+
+EXPERIMENTS = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"))
+
+
+def test_default_is_the_classifier_on_digits(compose):
+    cfg = compose()
+    assert cfg.experiment_name == "classifier"
+    assert cfg.data.name == "digits" and cfg.model.name == "classifier"
+    assert cfg.model.architecture.value == "cnn"
+    assert OmegaConf.is_missing(cfg, "data") is False
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_composes_and_resolves(compose, experiment):
+    cfg = compose([f"experiment={experiment}"])
+    assert cfg.experiment_name == experiment
+    OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+
+
+def test_mnist_experiment_is_the_tutorial_setting(compose):
+    cfg = compose(["experiment=mnist"])
+    assert (cfg.data.name, cfg.data.batch_size, cfg.trainer.epochs) == ("mnist", 64, 1)
+    assert (cfg.optimizer.name, cfg.optimizer.learning_rate) == ("adam", 1e-3)
+    assert cfg.model.architecture.value == "cnn"
+
+
+def test_overrides_apply(compose):
+    cfg = compose(["trainer.epochs=2", "optimizer.learning_rate=3e-4", "seed=7"])
+    assert (cfg.trainer.epochs, cfg.optimizer.learning_rate, cfg.seed) == (2, 3e-4, 7)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer.epocs=3", "epocs"),
+        ("trainer.epochs=three", "epochs"),
+        ("model.architecture=resnet", "architecture"),
+        ("data.batch_size=1.5", "batch_size"),
+        ("trainer.precision=float8", "precision"),
+        ("experiment=nope", "nope"),
+    ],
+)
+def test_bad_overrides_fail_at_compose_time(compose, override, message):
+    with pytest.raises(ConfigCompositionException) as caught:
+        compose([override])
+    text = str(caught.value) + str(caught.value.__cause__)
+    assert message in text
+
+
+def test_config_dir_is_the_repository_conf():
+    assert config_dir() == Path(__file__).resolve().parents[1] / "conf"

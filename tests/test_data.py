@@ -1,0 +1,107 @@
+"""Image data: digits splits, the MNIST loader on a file in keras' format, clear errors."""
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from tapefit import TapefitError
+from tapefit.data.images import image_datasets, load_digits_splits, load_mnist_splits
+
+
+def write_mnist(path, n_train=60, n_test=20, **drop):
+    """A small file in the exact layout of keras' mnist.npz (uint8 images, uint8 labels)."""
+    rng = np.random.default_rng(0)
+    arrays = {
+        "x_train": rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
+        "y_train": np.arange(n_train, dtype=np.uint8) % 10,
+        "x_test": rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
+        "y_test": np.arange(n_test, dtype=np.uint8) % 10,
+    }
+    for key in drop:
+        arrays.pop(key)
+    np.savez_compressed(path, **arrays)
+    return arrays
+
+
+def test_digits_split_is_stratified_scaled_and_complete():
+    splits = load_digits_splits(val_fraction=0.15, test_fraction=0.2, seed=0)
+    sizes = {name: len(y) for name, (_, y) in splits.items()}
+    assert sum(sizes.values()) == 1797
+    assert sizes["test"] == 360
+    for images, labels in splits.values():
+        assert images.shape[1:] == (8, 8, 1) and images.dtype == np.float32
+        assert images.min() >= 0.0 and images.max() <= 1.0
+        assert np.bincount(labels, minlength=10).min() >= 15  # every class in every split
+
+
+def test_mnist_loader_reads_a_keras_format_file(tmp_path):
+    arrays = write_mnist(tmp_path / "mnist.npz")
+    splits = load_mnist_splits(str(tmp_path / "mnist.npz"), val_fraction=0.1, seed=0)
+    assert [len(splits[s][1]) for s in ("train", "val", "test")] == [54, 6, 20]
+    x_test, y_test = splits["test"]
+    assert x_test.shape == (20, 28, 28, 1) and x_test.dtype == np.float32
+    np.testing.assert_allclose(x_test[..., 0], arrays["x_test"] / 255.0, rtol=1e-6)
+    np.testing.assert_array_equal(y_test, arrays["y_test"])
+
+
+def test_mnist_pipelines_batch_as_configured(tmp_path):
+    write_mnist(tmp_path / "mnist.npz")
+    cfg = OmegaConf.create(
+        {"name": "mnist", "path": str(tmp_path / "mnist.npz"), "batch_size": 16,
+         "val_fraction": 0.1, "test_fraction": 0.2, "train_limit": 40, "cache": True}
+    )  # fmt: skip
+    data = image_datasets(cfg, seed=0)
+    assert data.image_shape == (28, 28, 1) and data.num_classes == 10
+    assert data.sizes == {"train": 40, "val": 6, "test": 20}
+    batches = [y.shape[0] for _, y in data.train]
+    assert batches == [16, 16, 8]
+
+
+def test_training_batches_are_reshuffled_each_epoch_but_reproducible(tmp_path):
+    write_mnist(tmp_path / "mnist.npz")
+    cfg = OmegaConf.create(
+        {"name": "mnist", "path": str(tmp_path / "mnist.npz"), "batch_size": 54,
+         "val_fraction": 0.1, "test_fraction": 0.2, "train_limit": None, "cache": True}
+    )  # fmt: skip
+    first = image_datasets(cfg, seed=3).train
+    epoch_a, epoch_b = (next(iter(first))[1].numpy() for _ in range(2))
+    again = next(iter(image_datasets(cfg, seed=3).train))[1].numpy()
+    assert not np.array_equal(epoch_a, epoch_b)
+    np.testing.assert_array_equal(epoch_a, again)
+
+
+def test_missing_mnist_file_says_how_to_get_it(tmp_path):
+    with pytest.raises(TapefitError, match=r"does not exist: point it at mnist.npz"):
+        load_mnist_splits(str(tmp_path / "absent.npz"), 0.1, 0)
+
+
+def test_mnist_file_without_an_array_is_named(tmp_path):
+    write_mnist(tmp_path / "mnist.npz", y_test=True)
+    with pytest.raises(TapefitError, match="lacks y_test"):
+        load_mnist_splits(str(tmp_path / "mnist.npz"), 0.1, 0)
+
+
+def test_corrupt_mnist_file_is_reported(tmp_path):
+    (tmp_path / "mnist.npz").write_bytes(b"not a zip archive")
+    with pytest.raises(TapefitError, match=r"not a readable \.npz"):
+        load_mnist_splits(str(tmp_path / "mnist.npz"), 0.1, 0)
+
+
+def test_offline_download_failure_explains_data_path(monkeypatch):
+    import keras
+
+    def offline():
+        raise Exception("URL fetch failure")
+
+    monkeypatch.setattr(keras.datasets.mnist, "load_data", offline)
+    with pytest.raises(TapefitError, match=r"offline machine .* data.path="):
+        load_mnist_splits(None, 0.1, 0)
+
+
+def test_fractions_outside_zero_one_are_rejected():
+    cfg = OmegaConf.create(
+        {"name": "digits", "path": None, "batch_size": 8, "val_fraction": 1.5,
+         "test_fraction": 0.2, "train_limit": None, "cache": True}
+    )  # fmt: skip
+    with pytest.raises(TapefitError, match=r"val_fraction=1\.5 must lie strictly between"):
+        image_datasets(cfg, seed=0)

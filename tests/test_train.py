@@ -1,0 +1,71 @@
+"""`train.run` in-process: accuracy on digits, callbacks from config, the mnist path."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tapefit.train import run
+from tests.test_data import write_mnist
+
+
+def test_mlp_reaches_high_accuracy_on_digits(compose, tmp_path):
+    cfg = compose(["model.architecture=mlp", "trainer.epochs=15", "trainer.verbose=0"])
+    metrics = run(cfg, tmp_path)
+    assert metrics["test_accuracy"] >= 0.9
+    assert metrics["epochs_run"] == 15
+
+
+def test_every_callback_from_config_does_its_job(compose, tmp_path):
+    cfg = compose(
+        [
+            "model.architecture=mlp",
+            "trainer.epochs=30",
+            "trainer.verbose=0",
+            "optimizer.learning_rate=0.05",  # too high on purpose: validation loss stalls
+            "callbacks.early_stopping.enabled=true",
+            "callbacks.early_stopping.patience=2",
+            "callbacks.model_checkpoint.enabled=true",
+            "callbacks.reduce_lr_on_plateau.enabled=true",
+            "callbacks.reduce_lr_on_plateau.patience=1",
+            "trainer.save_model=false",
+        ]
+    )
+    metrics = run(cfg, tmp_path)
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert metrics["epochs_run"] < 30  # early stopping ended the run
+    assert min(history["learning_rate"]) < 0.05  # the plateau callback lowered the rate
+    assert (tmp_path / "checkpoints" / "best.weights.h5").is_file()
+    assert (tmp_path / "history.csv").read_text().count("\n") == metrics["epochs_run"] + 1
+    assert not (tmp_path / "model.keras").exists()
+
+
+def test_mnist_experiment_trains_from_a_local_file(compose, tmp_path):
+    write_mnist(tmp_path / "mnist.npz", n_train=200, n_test=40)
+    cfg = compose(["experiment=mnist", f"data.path={tmp_path / 'mnist.npz'}", "trainer.verbose=0"])
+    metrics = run(cfg, tmp_path / "run")
+    assert metrics["samples"] == {"train": 180, "val": 20, "test": 40}
+    assert np.isfinite(metrics["test_loss"])
+
+
+def test_mixed_bfloat16_run_computes_in_bfloat16(compose, tmp_path):
+    import keras
+
+    cfg = compose(
+        ["model.architecture=mlp", "trainer.epochs=3", "trainer.verbose=0",
+         "trainer.precision=mixed_bfloat16"]
+    )  # fmt: skip
+    metrics = run(cfg, tmp_path)
+    assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+    model = keras.models.load_model(tmp_path / "model.keras")
+    assert model.predict(np.zeros((1, 8, 8, 1)), verbose=0).dtype == np.float32
+    assert metrics["test_accuracy"] > 0.5
+
+
+@pytest.mark.parametrize("name", ["nosuchopt"])
+def test_unknown_optimizer_is_a_clear_error(compose, tmp_path, name):
+    from tapefit import TapefitError
+
+    cfg = compose([f"optimizer.name={name}", "trainer.epochs=1"])
+    with pytest.raises(TapefitError, match=r"is not a keras\.optimizers class"):
+        run(cfg, tmp_path)
