@@ -69,3 +69,13 @@ def test_unknown_optimizer_is_a_clear_error(compose, tmp_path, name):
     cfg = compose([f"optimizer.name={name}", "trainer.epochs=1"])
     with pytest.raises(TapefitError, match=r"is not a keras\.optimizers class"):
         run(cfg, tmp_path)
+
+
+def test_public_api_example_from_the_readme(tmp_path):
+    import tapefit
+
+    cfg = tapefit.compose(["model.architecture=mlp", "trainer.epochs=5", "trainer.verbose=0"])
+    metrics = tapefit.run(cfg, tmp_path / "notebook-run")
+    assert metrics["test_accuracy"] > 0.85
+    saved = json.loads((tmp_path / "notebook-run" / "metrics.json").read_text())
+    assert saved["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
