@@ -7,10 +7,36 @@ from typing import Any
 
 import keras
 
+from tapefit.errors import TapefitError
+
+MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
+
+
+class MonitorCheck(keras.callbacks.Callback):
+    """Stops at the end of the first epoch if a callback monitors a metric that does not exist.
+
+    Keras only warns and then silently never stops, saves or lowers the learning rate.
+    """
+
+    def __init__(self, monitors: dict[str, str]) -> None:
+        super().__init__()
+        self.monitors = monitors
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        available = sorted(logs or {})
+        for option, monitor in self.monitors.items():
+            if monitor not in available:
+                raise TapefitError(
+                    f"callbacks.{option}.monitor={monitor} is not a logged metric: choose one of "
+                    f"{', '.join(available)}"
+                )
+        self.monitors = {}
+
 
 def build_callbacks(cfg: Any, run_dir: Path) -> list[keras.callbacks.Callback]:
     """The enabled callbacks of `cfg` (the `callbacks` group), with files under `run_dir`."""
-    callbacks: list[keras.callbacks.Callback] = []
+    monitors = {name: cfg[name].monitor for name in MONITORING if cfg[name].enabled}
+    callbacks: list[keras.callbacks.Callback] = [MonitorCheck(monitors)] if monitors else []
     if cfg.tensorboard.enabled:
         callbacks.append(
             keras.callbacks.TensorBoard(

@@ -88,7 +88,7 @@ class TrainerConfig:
     steps_per_execution: int = 1
     jit_compile: str = "auto"  # auto | true | false
     run_eagerly: bool = False
-    verbose: int = 2  # 0 silent, 1 progress bar, 2 one line per epoch
+    verbose: int = 1  # 0 silent, 1 progress bar, 2 one line per epoch
     precision: Precision = Precision.float32
     strategy: Strategy = Strategy.default
     deterministic: bool = False  # TF op determinism: reproducible, slower
@@ -181,9 +181,9 @@ def register_schemas() -> None:
         store.store(group=group, name=name, node=node)
 
 
-def config_dir() -> Path:
+def config_dir(package: Path | None = None) -> Path:
     """`conf/` beside the package in a checkout, or the copy packaged as `tapefit/conf`."""
-    package = Path(__file__).resolve().parent
+    package = package or Path(__file__).resolve().parent
     for candidate in (package.parent / "conf", package / "conf"):
         if (candidate / "config.yaml").is_file():
             return candidate

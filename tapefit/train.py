@@ -49,6 +49,7 @@ def run(cfg: Any, run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     task = task_for(cfg)
+    keras.backend.clear_session()  # sweeps run many jobs in one process
     seed_everything(cfg.seed, cfg.trainer.deterministic)
     set_precision(cfg.trainer.precision.value)
     data = task.datasets(cfg)

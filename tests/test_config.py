@@ -58,3 +58,28 @@ def test_bad_overrides_fail_at_compose_time(compose, override, message):
 
 def test_config_dir_is_the_repository_conf():
     assert config_dir() == Path(__file__).resolve().parents[1] / "conf"
+
+
+def test_installed_package_uses_its_packaged_conf(tmp_path):
+    installed = tmp_path / "site-packages" / "tapefit"
+    (installed / "conf").mkdir(parents=True)
+    (installed / "conf" / "config.yaml").write_text("seed: 0\n")
+    assert config_dir(installed) == installed / "conf"
+
+
+def test_wheel_ships_every_config_file():
+    import fnmatch
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    setuptools = tomllib.loads((config_dir().parent / "pyproject.toml").read_text())["tool"][
+        "setuptools"
+    ]
+    assert setuptools["package-dir"]["tapefit.conf"] == "conf"
+    assert "tapefit.conf" in setuptools["packages"]
+    patterns = setuptools["package-data"]["tapefit.conf"]
+    files = [p.relative_to(config_dir()).as_posix() for p in config_dir().rglob("*.yaml")]
+    assert files and all(
+        any(fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns)
+        for f in files
+    )

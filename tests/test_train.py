@@ -79,3 +79,16 @@ def test_public_api_example_from_the_readme(tmp_path):
     assert metrics["test_accuracy"] > 0.85
     saved = json.loads((tmp_path / "notebook-run" / "metrics.json").read_text())
     assert saved["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
+
+
+def test_monitoring_a_metric_that_does_not_exist_lists_the_real_ones(compose, tmp_path):
+    from tapefit import TapefitError
+
+    cfg = compose(
+        ["model.architecture=mlp", "trainer.epochs=3", "trainer.verbose=0",
+         "callbacks.early_stopping.enabled=true", "callbacks.early_stopping.monitor=val_acc"]
+    )  # fmt: skip
+    with pytest.raises(
+        TapefitError, match=r"monitor=val_acc is not a logged metric: .*val_accuracy"
+    ):
+        run(cfg, tmp_path)
