@@ -10,6 +10,16 @@ import keras
 from tapefit.errors import TapefitError
 
 MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
+# Metrics where higher is better; Keras' mode="auto" guesses "min" for names it does not know.
+HIGHER_IS_BETTER = ("accuracy", "acc", "auc", "pearson", "spearman", "best_accuracy")
+
+
+def resolve_mode(monitor: str, mode: str) -> str:
+    """`mode` as configured, or `max`/`min` from the metric's name when it is `auto`."""
+    if mode != "auto":
+        return mode
+    name = monitor.removeprefix("val_")
+    return "max" if name in HIGHER_IS_BETTER else "min"
 
 
 class MonitorCheck(keras.callbacks.Callback):
@@ -52,7 +62,7 @@ def build_callbacks(cfg: Any, run_dir: Path) -> list[keras.callbacks.Callback]:
         callbacks.append(
             keras.callbacks.EarlyStopping(
                 monitor=stop.monitor,
-                mode=stop.mode,
+                mode=resolve_mode(stop.monitor, stop.mode),
                 patience=stop.patience,
                 min_delta=stop.min_delta,
                 restore_best_weights=stop.restore_best_weights,
@@ -66,7 +76,7 @@ def build_callbacks(cfg: Any, run_dir: Path) -> list[keras.callbacks.Callback]:
             keras.callbacks.ModelCheckpoint(
                 filepath=str(path),
                 monitor=checkpoint.monitor,
-                mode=checkpoint.mode,
+                mode=resolve_mode(checkpoint.monitor, checkpoint.mode),
                 save_best_only=checkpoint.save_best_only,
                 save_weights_only=str(path).endswith(".weights.h5"),
             )
@@ -76,7 +86,7 @@ def build_callbacks(cfg: Any, run_dir: Path) -> list[keras.callbacks.Callback]:
         callbacks.append(
             keras.callbacks.ReduceLROnPlateau(
                 monitor=plateau.monitor,
-                mode=plateau.mode,
+                mode=resolve_mode(plateau.monitor, plateau.mode),
                 factor=plateau.factor,
                 patience=plateau.patience,
                 min_lr=plateau.min_lr,

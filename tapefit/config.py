@@ -66,6 +66,97 @@ class ClassifierConfig:
     hidden_units: list[int] = field(default_factory=lambda: [64, 64])
 
 
+class LabelType(str, Enum):
+    """Pair labels: graded similarity scores or binary same/different."""
+
+    graded = "graded"
+    binary = "binary"
+
+
+class PairLoss(str, Enum):
+    """Pair losses of `tapefit.losses`."""
+
+    cosine = "cosine"
+    cosine_mse = "cosine_mse"
+    contrastive = "contrastive"
+    in_batch_negatives = "in_batch_negatives"
+
+
+@dataclass
+class PairDataConfig:
+    """Keys every pair dataset has."""
+
+    name: str = "pairs_synthetic"
+    label_type: LabelType = LabelType.graded
+    batch_size: int = 64
+    sequence_length: int = 16  # tokens per text after vectorisation (padded or cut)
+    max_tokens: int | None = 20000  # vocabulary size cap, adapted on the training texts
+    cache: bool = True
+
+
+@dataclass
+class SyntheticPairsConfig(PairDataConfig):
+    """`data=pairs_synthetic`: generated pairs, graded label = 5 * concept overlap."""
+
+    train_size: int = 8000
+    val_size: int = 500
+    test_size: int = 500
+
+
+@dataclass
+class PairFilesConfig(PairDataConfig):
+    """`data=pairs_file`: CSV/TSV/JSONL files; missing val/test parts are split off train."""
+
+    name: str = "pairs_file"
+    train_path: str | None = None
+    validation_path: str | None = None
+    test_path: str | None = None
+    val_fraction: float = 0.1
+    test_fraction: float = 0.1
+    format: str = "auto"  # auto (from the extension) | csv | tsv | jsonl
+    text1_column: str = "text1"  # header name, or 0-based index with header=false
+    text2_column: str = "text2"
+    label_column: str = "label"
+    header: bool = True
+    delimiter: str | None = None  # default "," for csv, tab for tsv
+    quoting: str = "minimal"  # minimal | none | all | nonnumeric
+    label_range: list[float] = field(default_factory=lambda: [0.0, 5.0])
+    on_bad_line: str = "error"  # error | skip (skipped lines are counted in metrics.json)
+
+
+@dataclass
+class EncoderConfig:
+    """The shared text encoder (`tapefit.models.layers.TextEncoder`)."""
+
+    embedding_dim: int = 100
+    rnn: str = "lstm"  # lstm | gru
+    units: int = 64
+    num_layers: int = 1
+    bidirectional: bool = False
+    pooling: str = "last"  # last | mean
+    recurrent_dropout: float = 0.1
+    mask_padding: bool = True
+
+
+@dataclass
+class PairLossConfig:
+    """The pair loss and its options (each loss reads only its own)."""
+
+    name: PairLoss = PairLoss.cosine_mse
+    target_range: list[float] = field(default_factory=lambda: [0.0, 1.0])  # cosine_mse
+    margin: float = 0.5  # contrastive
+    scale: float = 20.0  # in_batch_negatives
+
+
+@dataclass
+class SiameseConfig:
+    """`model=siamese`."""
+
+    name: str = "siamese"
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    loss: PairLossConfig = field(default_factory=PairLossConfig)
+
+
 @dataclass
 class OptimizerConfig:
     """Any `keras.optimizers` class by name; unset options keep Keras' defaults."""
@@ -167,7 +258,10 @@ class TapefitConfig:
 SCHEMAS: dict[tuple[str | None, str], Any] = {
     (None, "tapefit_schema"): TapefitConfig,
     ("data", "images_schema"): ImageDataConfig,
+    ("data", "synthetic_pairs_schema"): SyntheticPairsConfig,
+    ("data", "pair_files_schema"): PairFilesConfig,
     ("model", "classifier_schema"): ClassifierConfig,
+    ("model", "siamese_schema"): SiameseConfig,
     ("optimizer", "optimizer_schema"): OptimizerConfig,
     ("trainer", "trainer_schema"): TrainerConfig,
     ("callbacks", "callbacks_schema"): CallbacksConfig,

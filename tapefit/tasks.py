@@ -11,9 +11,12 @@ from typing import Any
 
 import keras
 
-from tapefit.data import image_datasets
+from tapefit.data import image_datasets, pair_datasets
 from tapefit.errors import TapefitError
-from tapefit.models import Classifier
+from tapefit.losses import PAIR_LOSSES
+from tapefit.metrics import SplitMetrics, pair_metrics
+from tapefit.models import Classifier, SiameseModel
+from tapefit.outputs import plot_similarity
 
 
 class Task(ABC):
@@ -32,6 +35,10 @@ class Task(ABC):
     @abstractmethod
     def compile_arguments(self, cfg: Any) -> dict[str, Any]:
         """`loss` and `metrics` for `Model.compile`."""
+
+    def callbacks(self, cfg: Any, data: Any) -> list[keras.callbacks.Callback]:
+        """Callbacks that must run before the configured ones (they add to the epoch logs)."""
+        return []
 
     def report(self, model: keras.Model, data: Any, run_dir: Path) -> dict[str, Any]:
         """Extra metrics and artefacts after training; none by default."""
@@ -60,7 +67,67 @@ class ClassifierTask(Task):
         return {"loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"]}
 
 
-TASKS: dict[str, Task] = {"classifier": ClassifierTask()}
+class SiameseTask(Task):
+    """Text pairs -> cosine similarity, a pair loss, whole-split correlation or AUC metrics."""
+
+    data_names = ("pairs_synthetic", "pairs_file")
+
+    def datasets(self, cfg: Any) -> Any:
+        data = pair_datasets(cfg.data, cfg.seed)
+        loss = cfg.model.loss.name.value
+        if loss == "contrastive" and data.label_type != "binary":
+            raise TapefitError(
+                "loss=contrastive needs binary 0/1 labels: set data.label_type=binary, or use "
+                "model.loss.name=cosine_mse for graded labels"
+            )
+        if loss == "cosine_mse" and data.label_type != "graded":
+            raise TapefitError(
+                "loss=cosine_mse regresses graded labels: set data.label_type=graded, or use "
+                "model.loss.name=contrastive for binary labels"
+            )
+        return data
+
+    def model(self, cfg: Any, data: Any) -> keras.Model:
+        encoder = {key: value for key, value in cfg.model.encoder.items()}
+        return SiameseModel.from_texts(
+            data.training_texts(),
+            sequence_length=cfg.data.sequence_length,
+            max_tokens=cfg.data.max_tokens,
+            encoder=encoder,
+        )
+
+    def compile_arguments(self, cfg: Any) -> dict[str, Any]:
+        options = cfg.model.loss
+        name = options.name.value
+        loss_class = PAIR_LOSSES[name]
+        if name == "cosine_mse":
+            label_range = (0.0, 5.0) if cfg.data.name == "pairs_synthetic" else cfg.data.label_range
+            loss = loss_class(
+                label_range=list(label_range), target_range=list(options.target_range)
+            )
+        elif name == "contrastive":
+            loss = loss_class(margin=options.margin)
+        elif name == "in_batch_negatives":
+            loss = loss_class(scale=options.scale)
+        else:
+            loss = loss_class()
+        return {"loss": loss}
+
+    def callbacks(self, cfg: Any, data: Any) -> list[keras.callbacks.Callback]:
+        labels = data.splits["val"][2]
+        return [SplitMetrics(data.inputs("val"), labels, data.label_type, prefix="val_")]
+
+    def report(self, model: keras.Model, data: Any, run_dir: Path) -> dict[str, Any]:
+        scores = model.predict(data.inputs("test"), verbose=0)
+        gold = data.splits["test"][2]
+        plot_similarity(scores, gold, data.label_type, run_dir / "similarity.png")
+        metrics = pair_metrics(scores, gold, data.label_type)
+        report = {f"test_{name}": value for name, value in metrics.items()}
+        report["skipped_lines"] = data.skipped_lines
+        return report
+
+
+TASKS: dict[str, Task] = {"classifier": ClassifierTask(), "siamese": SiameseTask()}
 
 
 def task_for(cfg: Any) -> Task:

@@ -61,7 +61,7 @@ def run(cfg: Any, run_dir: str | Path) -> dict[str, Any]:
         epochs=cfg.trainer.epochs,
         steps_per_epoch=cfg.trainer.steps_per_epoch,
         validation_steps=cfg.trainer.validation_steps,
-        callbacks=build_callbacks(cfg.callbacks, run_dir),
+        callbacks=task.callbacks(cfg, data) + build_callbacks(cfg.callbacks, run_dir),
         verbose=cfg.trainer.verbose,
     )
     train_time = time.perf_counter() - started

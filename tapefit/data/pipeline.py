@@ -1,8 +1,7 @@
-"""The `tf.data` recipe every split shares: preprocess, cache, shuffle (seeded), batch, prefetch."""
+"""The `tf.data` recipe every split shares: cache, shuffle (seeded), batch, prefetch."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -15,7 +14,6 @@ def make_pipeline(
     shuffle: bool,
     seed: int,
     cache: bool = True,
-    preprocess: Callable[..., Any] | None = None,
 ) -> tf.data.Dataset:
     """Turn in-memory arrays (a tuple of features and labels) into a batched, prefetched dataset.
 
@@ -23,8 +21,6 @@ def make_pipeline(
     same batches in the same order.
     """
     dataset = tf.data.Dataset.from_tensor_slices(arrays)
-    if preprocess is not None:
-        dataset = dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if cache:
         dataset = dataset.cache()
     if shuffle:

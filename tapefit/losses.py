@@ -1,0 +1,142 @@
+"""Pair losses for Siamese models, as `keras.losses.Loss` so `compile(loss=...)` takes them.
+
+Every loss receives `y_pred` as the stacked, L2-normalised pair embeddings, shape
+`(batch, 2, dim)`, so losses that need more than the cosine (in-batch negatives) can have it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tapefit.errors import TapefitError
+
+
+def pair_cosine(pair_embeddings: tf.Tensor) -> tf.Tensor:
+    """Cosine of each pair of already L2-normalised embeddings, shape `(batch,)`."""
+    return tf.reduce_sum(pair_embeddings[:, 0] * pair_embeddings[:, 1], axis=-1)
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class CosineLoss(keras.losses.Loss):
+    """The GradientTape tutorial's objective: maximise each pair's cosine; labels are ignored.
+
+    On its own it collapses: mapping every text to one vector gives every pair cosine 1.
+    """
+
+    uses_labels = False
+
+    def __init__(self, name: str = "cosine", **kwargs: Any) -> None:
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        return 1.0 - pair_cosine(y_pred)
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class CosineMSELoss(keras.losses.Loss):
+    """Regress the cosine onto a graded label rescaled from `label_range` to `target_range`."""
+
+    uses_labels = True
+
+    def __init__(
+        self,
+        label_range: Sequence[float] = (0.0, 5.0),
+        target_range: Sequence[float] = (0.0, 1.0),
+        name: str = "cosine_mse",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name=name, **kwargs)
+        self.label_range = tuple(float(v) for v in label_range)
+        self.target_range = tuple(float(v) for v in target_range)
+        if self.label_range[1] <= self.label_range[0]:
+            raise TapefitError(
+                f"label_range={list(self.label_range)} must be [low, high], low < high"
+            )
+        if self.target_range not in ((0.0, 1.0), (-1.0, 1.0)):
+            raise TapefitError(
+                f"target_range={list(self.target_range)} must be [0, 1] or [-1, 1] (cosine's range)"
+            )
+
+    def rescale(self, labels: tf.Tensor) -> tf.Tensor:
+        """Map labels linearly from `label_range` onto `target_range`."""
+        (low, high), (target_low, target_high) = self.label_range, self.target_range
+        return target_low + (labels - low) * (target_high - target_low) / (high - low)
+
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        target = self.rescale(tf.reshape(y_true, [-1]))
+        return tf.square(pair_cosine(y_pred) - target)
+
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "label_range": list(self.label_range),
+            "target_range": list(self.target_range),
+        }
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class ContrastiveLoss(keras.losses.Loss):
+    """Binary labels, cosine distance d = 1 - cos: y * d^2 + (1 - y) * max(0, margin - d)^2."""
+
+    uses_labels = True
+
+    def __init__(self, margin: float = 0.5, name: str = "contrastive", **kwargs: Any) -> None:
+        super().__init__(name=name, **kwargs)
+        if not 0.0 < margin <= 2.0:
+            raise TapefitError(f"contrastive margin={margin} must lie in (0, 2] (cosine distance)")
+        self.margin = float(margin)
+
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        labels = tf.reshape(y_true, [-1])
+        distance = 1.0 - pair_cosine(y_pred)
+        negative = tf.square(tf.nn.relu(self.margin - distance))
+        return labels * tf.square(distance) + (1.0 - labels) * negative
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "margin": self.margin}
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class InBatchNegativesLoss(keras.losses.Loss):
+    """Multiple-negatives ranking: softmax cross-entropy of each anchor over `scale * cos` with
+    every positive in the batch, its own positive being the target.
+
+    `y_true` holds `(anchor_id, positive_id)` text fingerprints per row: a column whose anchor or
+    positive text equals the row's is another true positive, not a negative, so it is masked out.
+    """
+
+    uses_labels = False
+    uses_text_ids = True
+
+    def __init__(
+        self, scale: float = 20.0, name: str = "in_batch_negatives", **kwargs: Any
+    ) -> None:
+        super().__init__(name=name, **kwargs)
+        self.scale = float(scale)
+
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        anchors, positives = y_pred[:, 0], y_pred[:, 1]
+        scores = self.scale * tf.matmul(anchors, positives, transpose_b=True)
+        ids = tf.reshape(y_true, [-1, 2])
+        same_anchor = tf.equal(ids[:, None, 0], ids[None, :, 0])
+        same_positive = tf.equal(ids[:, None, 1], ids[None, :, 1])
+        diagonal = tf.eye(tf.shape(scores)[0], dtype=tf.bool)
+        false_negative = (same_anchor | same_positive) & ~diagonal
+        scores = tf.where(false_negative, tf.cast(-1e9, scores.dtype), scores)
+        targets = tf.range(tf.shape(scores)[0])
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=scores)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "scale": self.scale}
+
+
+PAIR_LOSSES = {
+    "cosine": CosineLoss,
+    "cosine_mse": CosineMSELoss,
+    "contrastive": ContrastiveLoss,
+    "in_batch_negatives": InBatchNegativesLoss,
+}

@@ -1,0 +1,98 @@
+"""Serialisable building blocks: the text encoder shared by both sides of a Siamese model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras import layers
+
+from tapefit.errors import TapefitError
+
+RNNS = {"lstm": layers.LSTM, "gru": layers.GRU}
+POOLINGS = ("last", "mean")
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class TextEncoder(layers.Layer):
+    """Token ids -> one vector per text: Embedding -> (stacked, optionally bidirectional) RNN ->
+    last state or masked mean over time. Padding (id 0) is masked when `mask_padding`.
+
+    The default is the GradientTape tutorial's encoder: `Embedding(vocab, 100)` ->
+    `LSTM(64, recurrent_dropout=0.1)`.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int = 100,
+        rnn: str = "lstm",
+        units: int = 64,
+        num_layers: int = 1,
+        bidirectional: bool = False,
+        pooling: str = "last",
+        recurrent_dropout: float = 0.1,
+        mask_padding: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if rnn not in RNNS:
+            raise TapefitError(f"model.encoder.rnn={rnn!r} is unknown: choose one of {list(RNNS)}")
+        if pooling not in POOLINGS:
+            raise TapefitError(f"model.encoder.pooling={pooling!r} is unknown: choose {POOLINGS}")
+        if num_layers < 1 or vocab_size < 2:
+            raise TapefitError(
+                f"TextEncoder needs num_layers >= 1 and vocab_size >= 2; got {num_layers}, "
+                f"{vocab_size}"
+            )
+        self.settings = {
+            "vocab_size": int(vocab_size),
+            "embedding_dim": int(embedding_dim),
+            "rnn": rnn,
+            "units": int(units),
+            "num_layers": int(num_layers),
+            "bidirectional": bool(bidirectional),
+            "pooling": pooling,
+            "recurrent_dropout": float(recurrent_dropout),
+            "mask_padding": bool(mask_padding),
+        }
+        self.embedding = layers.Embedding(vocab_size, embedding_dim, mask_zero=mask_padding)
+        self.recurrent = []
+        for index in range(num_layers):
+            last = index == num_layers - 1
+            cell = RNNS[rnn](
+                units,
+                recurrent_dropout=recurrent_dropout,
+                return_sequences=not last or pooling == "mean",
+            )
+            self.recurrent.append(layers.Bidirectional(cell) if bidirectional else cell)
+        self.mean = layers.GlobalAveragePooling1D() if pooling == "mean" else None
+
+    @property
+    def output_dim(self) -> int:
+        """Size of the text vector."""
+        return self.settings["units"] * (2 if self.settings["bidirectional"] else 1)
+
+    def build(self, input_shape: tuple) -> None:
+        self.embedding.build(input_shape)
+        shape = (*input_shape, self.settings["embedding_dim"])
+        for rnn in self.recurrent:
+            rnn.build(shape)
+            shape = (*input_shape, self.output_dim)
+        self.built = True
+
+    def call(self, tokens: Any, training: bool | None = None) -> Any:
+        """Encode a batch of token-id sequences, shape `(batch, time)` -> `(batch, output_dim)`."""
+        hidden = self.embedding(tokens)
+        mask = self.embedding.compute_mask(tokens)
+        for rnn in self.recurrent:
+            hidden = rnn(hidden, mask=mask, training=training)
+        if self.mean is not None:
+            hidden = self.mean(hidden, mask=mask)
+        return hidden
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        return (input_shape[0], self.output_dim)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), **self.settings}
