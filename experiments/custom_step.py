@@ -41,9 +41,14 @@ def main(log_dir: str = "outputs/custom_step") -> keras.callbacks.History:
     model = SmoothRegressor(penalty=0.1)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), metrics=["mae"])
     return model.fit(
-        x, y, batch_size=64, epochs=20, validation_split=0.2, verbose=0,
+        x,
+        y,
+        batch_size=64,
+        epochs=20,
+        validation_split=0.2,
+        verbose=0,
         callbacks=[keras.callbacks.TensorBoard(log_dir)],
-    )  # fmt: skip
+    )
 
 
 if __name__ == "__main__":

@@ -6,10 +6,22 @@ ensure_tensorflow_backend()
 
 from tapefit.config import compose  # noqa: E402
 from tapefit.errors import TapefitError  # noqa: E402
-from tapefit.models import Classifier  # noqa: E402
+from tapefit.gradcheck import gradcheck  # noqa: E402
+from tapefit.models import Classifier, SiameseModel, TextEncoder  # noqa: E402
 from tapefit.tape_model import StepOutput, TapeModel  # noqa: E402
 from tapefit.train import run  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["Classifier", "StepOutput", "TapeModel", "TapefitError", "__version__", "compose", "run"]
+__all__ = [
+    "Classifier",
+    "SiameseModel",
+    "StepOutput",
+    "TapeModel",
+    "TapefitError",
+    "TextEncoder",
+    "__version__",
+    "compose",
+    "gradcheck",
+    "run",
+]

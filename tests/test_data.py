@@ -47,9 +47,16 @@ def test_mnist_loader_reads_a_keras_format_file(tmp_path):
 def test_mnist_pipelines_batch_as_configured(tmp_path):
     write_mnist(tmp_path / "mnist.npz")
     cfg = OmegaConf.create(
-        {"name": "mnist", "path": str(tmp_path / "mnist.npz"), "batch_size": 16,
-         "val_fraction": 0.1, "test_fraction": 0.2, "train_limit": 40, "cache": True}
-    )  # fmt: skip
+        {
+            "name": "mnist",
+            "path": str(tmp_path / "mnist.npz"),
+            "batch_size": 16,
+            "val_fraction": 0.1,
+            "test_fraction": 0.2,
+            "train_limit": 40,
+            "cache": True,
+        }
+    )
     data = image_datasets(cfg, seed=0)
     assert data.image_shape == (28, 28, 1) and data.num_classes == 10
     assert data.sizes == {"train": 40, "val": 6, "test": 20}
@@ -60,9 +67,16 @@ def test_mnist_pipelines_batch_as_configured(tmp_path):
 def test_training_batches_are_reshuffled_each_epoch_but_reproducible(tmp_path):
     write_mnist(tmp_path / "mnist.npz")
     cfg = OmegaConf.create(
-        {"name": "mnist", "path": str(tmp_path / "mnist.npz"), "batch_size": 54,
-         "val_fraction": 0.1, "test_fraction": 0.2, "train_limit": None, "cache": True}
-    )  # fmt: skip
+        {
+            "name": "mnist",
+            "path": str(tmp_path / "mnist.npz"),
+            "batch_size": 54,
+            "val_fraction": 0.1,
+            "test_fraction": 0.2,
+            "train_limit": None,
+            "cache": True,
+        }
+    )
     first = image_datasets(cfg, seed=3).train
     epoch_a, epoch_b = (next(iter(first))[1].numpy() for _ in range(2))
     again = next(iter(image_datasets(cfg, seed=3).train))[1].numpy()
@@ -100,8 +114,15 @@ def test_offline_download_failure_explains_data_path(monkeypatch):
 
 def test_fractions_outside_zero_one_are_rejected():
     cfg = OmegaConf.create(
-        {"name": "digits", "path": None, "batch_size": 8, "val_fraction": 1.5,
-         "test_fraction": 0.2, "train_limit": None, "cache": True}
-    )  # fmt: skip
+        {
+            "name": "digits",
+            "path": None,
+            "batch_size": 8,
+            "val_fraction": 1.5,
+            "test_fraction": 0.2,
+            "train_limit": None,
+            "cache": True,
+        }
+    )
     with pytest.raises(TapefitError, match=r"val_fraction=1\.5 must lie strictly between"):
         image_datasets(cfg, seed=0)

@@ -52,9 +52,13 @@ def test_mixed_bfloat16_run_computes_in_bfloat16(compose, tmp_path):
     import keras
 
     cfg = compose(
-        ["model.architecture=mlp", "trainer.epochs=3", "trainer.verbose=0",
-         "trainer.precision=mixed_bfloat16"]
-    )  # fmt: skip
+        [
+            "model.architecture=mlp",
+            "trainer.epochs=3",
+            "trainer.verbose=0",
+            "trainer.precision=mixed_bfloat16",
+        ]
+    )
     metrics = run(cfg, tmp_path)
     assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
     model = keras.models.load_model(tmp_path / "model.keras")
@@ -85,9 +89,14 @@ def test_monitoring_a_metric_that_does_not_exist_lists_the_real_ones(compose, tm
     from tapefit import TapefitError
 
     cfg = compose(
-        ["model.architecture=mlp", "trainer.epochs=3", "trainer.verbose=0",
-         "callbacks.early_stopping.enabled=true", "callbacks.early_stopping.monitor=val_acc"]
-    )  # fmt: skip
+        [
+            "model.architecture=mlp",
+            "trainer.epochs=3",
+            "trainer.verbose=0",
+            "callbacks.early_stopping.enabled=true",
+            "callbacks.early_stopping.monitor=val_acc",
+        ]
+    )
     with pytest.raises(
         TapefitError, match=r"monitor=val_acc is not a logged metric: .*val_accuracy"
     ):

@@ -1,0 +1,202 @@
+"""SiameseModel: shared encoder, gradients, collapse of the plain cosine loss, saving, runs."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tapefit
+from tapefit import SiameseModel, TapefitError
+from tapefit.data.synthetic_pairs import PairGenerator
+from tapefit.losses import CosineLoss, CosineMSELoss, InBatchNegativesLoss
+from tapefit.train import run
+from tests.helpers import run_cli, scalar_tags
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    texts_a, texts_b, labels = PairGenerator(seed=0).pairs(512)
+    return texts_a.astype(str), texts_b.astype(str), labels
+
+
+def dataset(pairs, batch_size=64):
+    texts_a, texts_b, labels = pairs
+    return tf.data.Dataset.from_tensor_slices(((texts_a, texts_b), labels)).batch(batch_size)
+
+
+def model_for(pairs, **encoder):
+    return SiameseModel.from_texts(np.concatenate(pairs[:2]), sequence_length=16, encoder=encoder)
+
+
+def test_one_encoder_is_shared_by_both_inputs(pairs):
+    model = model_for(pairs)
+    assert len(model.trainable_variables) == len(model.encoder.trainable_variables) == 4
+    a = np.array(["same words here"])
+    np.testing.assert_allclose(model.similarity(a, a), [1.0], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "encoder",
+    [
+        {},
+        {"rnn": "gru"},
+        {"bidirectional": True},
+        {"num_layers": 2},
+        {"pooling": "mean"},
+        {"embedding_dim": 16, "mask_padding": False},
+    ],
+)
+@pytest.mark.parametrize("loss", [CosineMSELoss(), InBatchNegativesLoss()])
+def test_every_encoder_variable_gets_a_gradient(pairs, encoder, loss):
+    model = model_for(pairs, **encoder)
+    model.compile(optimizer="adam", loss=loss)
+    problems = tapefit.gradcheck(model, next(iter(dataset(pairs))))
+    assert problems == {}
+    assert len(model.trainable_variables) >= 3
+
+
+def test_gradcheck_reports_variables_the_loss_does_not_reach(pairs):
+    class Detached(SiameseModel):
+        def forward(self, data, training):  # the tutorial's mistake: loss outside the encoder
+            out = super().forward(data, training)
+            return tapefit.StepOutput(tf.stop_gradient(out.loss), out.y, out.y_pred)
+
+    model = Detached.from_texts(np.concatenate(pairs[:2]), sequence_length=16)
+    model.compile(optimizer="adam", loss=CosineMSELoss())
+    problems = tapefit.gradcheck(model, next(iter(dataset(pairs))))
+    assert set(problems.values()) == {"none"} and len(problems) == 4
+
+
+def test_plain_cosine_loss_collapses_to_one_embedding(pairs):
+    model = model_for(pairs)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=CosineLoss())
+    before = model.similarity(pairs[0][:200], pairs[1][::-1][:200])
+    model.fit(dataset(pairs), epochs=3, verbose=0)
+    # Unrelated texts (second column reversed) now look identical: the loss is minimised by
+    # mapping every text to the same vector, so the similarity carries no information.
+    after = model.similarity(pairs[0][:200], pairs[1][::-1][:200])
+    assert after.mean() > 0.99 and after.std() < 0.01
+    assert before.std() > 10 * after.std()
+
+
+def test_token_id_inputs_as_in_the_tutorial():
+    rng = np.random.default_rng(0)
+    tokens_a = rng.integers(1, 50, (64, 10))
+    tokens_b = rng.integers(1, 50, (64, 10))
+    model = SiameseModel(vocab_size=50, sequence_length=10)
+    model.compile(optimizer="adam", loss=CosineLoss())
+    history = model.fit(
+        tf.data.Dataset.from_tensor_slices(((tokens_a, tokens_b), np.zeros(64))).batch(16),
+        epochs=2,
+        verbose=0,
+    )
+    assert history.history["loss"][1] < history.history["loss"][0]
+    assert model.similarity(tokens_a[:3], tokens_b[:3]).shape == (3,)
+
+
+def test_saved_model_reloads_with_vocabulary_and_identical_similarities(pairs, tmp_path):
+    model = model_for(pairs, pooling="mean")
+    model.compile(optimizer="adam", loss=CosineMSELoss())
+    model.fit(dataset(pairs), epochs=1, verbose=0)
+    model.save(tmp_path / "siamese.keras")
+    restored = keras.models.load_model(tmp_path / "siamese.keras")
+    assert isinstance(restored, SiameseModel) and restored.vocabulary == model.vocabulary
+    a, b = pairs[0][:50], pairs[1][:50]
+    np.testing.assert_array_equal(restored.similarity(a, b), model.similarity(a, b))
+    np.testing.assert_array_equal(
+        restored.encode(["zzz unseen words"]), model.encode(["zzz unseen words"])
+    )
+    assert isinstance(restored.loss, CosineMSELoss)
+
+
+def test_encode_is_normalised_and_similarity_checks_lengths(pairs):
+    model = model_for(pairs)
+    vectors = model.encode(pairs[0][:300])
+    assert vectors.shape == (300, 64)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    with pytest.raises(TapefitError, match="equal lengths"):
+        model.similarity(["a"], ["b", "c"])
+
+
+def test_contrastive_on_graded_labels_is_refused(compose, tmp_path):
+    cfg = compose(["experiment=siamese", "model.loss.name=contrastive", "trainer.epochs=1"])
+    with pytest.raises(TapefitError, match="contrastive needs binary 0/1 labels"):
+        run(cfg, tmp_path)
+
+
+def test_binary_labels_with_contrastive_report_auc(compose, tmp_path):
+    cfg = compose(
+        [
+            "experiment=siamese",
+            "model.loss.name=contrastive",
+            "data.label_type=binary",
+            "data.train_size=1500",
+            "data.val_size=200",
+            "data.test_size=300",
+            "trainer.epochs=4",
+            "trainer.verbose=0",
+            "model.encoder.pooling=mean",
+        ]
+    )
+    metrics = run(cfg, tmp_path)
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert {"val_auc", "val_best_accuracy"} <= set(history)
+    assert metrics["test_auc"] > 0.8 and metrics["test_best_accuracy"] > 0.7
+
+
+def write_pairs_csv(path, texts_a, texts_b, labels):
+    lines = ["left\tright\tscore"] + [
+        f"{a}\t{b}\t{y:.3f}" for a, b, y in zip(texts_a, texts_b, labels, strict=True)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_user_pair_files_train_and_report_spearman(compose, tmp_path):
+    generator = PairGenerator(seed=5)
+    write_pairs_csv(tmp_path / "train.tsv", *generator.pairs(3000))
+    write_pairs_csv(tmp_path / "test.tsv", *generator.pairs(300))
+    cfg = compose(
+        [
+            "experiment=siamese",
+            "data=pairs_file",
+            f"data.train_path={tmp_path / 'train.tsv'}",
+            f"data.test_path={tmp_path / 'test.tsv'}",
+            "data.text1_column=left",
+            "data.text2_column=right",
+            "data.label_column=score",
+            "trainer.epochs=4",
+            "trainer.verbose=0",
+            "callbacks.early_stopping.enabled=true",
+            "callbacks.early_stopping.monitor=val_spearman",
+        ]
+    )
+    metrics = run(cfg, tmp_path / "run")
+    assert metrics["samples"] == {"train": 2700, "val": 300, "test": 300}
+    assert metrics["test_spearman"] > 0.6
+    saved = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert saved["test_spearman"] == pytest.approx(metrics["test_spearman"])
+    assert saved["skipped_lines"] == 0
+
+
+def test_siamese_experiment_end_to_end(tmp_path):
+    result = run_cli(
+        "experiment=siamese",
+        "trainer.epochs=2",
+        "data.train_size=1000",
+        "data.val_size=200",
+        "data.test_size=200",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert set(history) == {"loss", "val_loss", "val_pearson", "val_spearman"}
+    assert -1 <= metrics["test_spearman"] <= 1 and metrics["test_spearman"] > 0.2
+    for name in ("model.keras", "curves.png", "similarity.png"):
+        assert (tmp_path / name).is_file()
+    validation = scalar_tags(tmp_path / "tensorboard" / "validation")
+    np.testing.assert_allclose(validation["epoch_spearman"], history["val_spearman"], rtol=1e-6)
+    restored = keras.models.load_model(tmp_path / "model.keras")
+    assert isinstance(restored, SiameseModel)
