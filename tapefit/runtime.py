@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from pathlib import Path
+
 import keras
 import tensorflow as tf
 
@@ -17,10 +20,30 @@ def seed_everything(seed: int, deterministic: bool = False) -> None:
         tf.config.experimental.enable_op_determinism()
 
 
+def cpu_has_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
+    """Whether the CPU has native bfloat16 arithmetic (AVX512-BF16 or AMX); None if unknown."""
+    try:
+        flags = set(cpuinfo.read_text().split())
+    except OSError:
+        return None
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
 def set_precision(precision: str) -> None:
     """Set Keras' global dtype policy; models built afterwards compute in it."""
     if precision not in PRECISIONS:
         raise TapefitError(f"precision={precision!r} is unknown: choose one of {PRECISIONS}")
+    on_cpu = not tf.config.list_physical_devices("GPU")
+    if precision == "mixed_bfloat16" and on_cpu and cpu_has_bfloat16() is False:
+        warnings.warn(
+            "mixed_bfloat16 on a CPU without AVX512-BF16/AMX emulates bfloat16 and is slower "
+            "than float32 (8x for the tutorial CNN in experiments/benchmark.py): use float32",
+            stacklevel=2,
+        )
+    if precision == "mixed_float16" and on_cpu:
+        warnings.warn(
+            "mixed_float16 is meant for GPUs; on a CPU it is slow: use float32", stacklevel=2
+        )
     keras.mixed_precision.set_global_policy(precision)
 
 

@@ -1,13 +1,13 @@
 """Shared fixtures: TensorFlow backend, two logical CPUs for distribution tests, seeds, configs."""
 
-import os
+from tapefit.backend import ensure_tensorflow_backend
 
-os.environ["KERAS_BACKEND"] = "tensorflow"
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+ensure_tensorflow_backend()  # before TensorFlow is imported: backend and oneDNN settings
 
-import keras
-import pytest
-import tensorflow as tf
+# isort: split
+import keras  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 # Two logical CPUs let MirroredStrategy run two replicas on this GPU-less machine. It must be
 # set before TensorFlow initialises its devices, so it happens at import time.

@@ -1,6 +1,8 @@
 """The user-facing scripts in experiments/ keep working."""
 
 import importlib.util
+import json
+import sys
 
 from tests.helpers import REPO, scalar_tags
 
@@ -8,6 +10,7 @@ from tests.helpers import REPO, scalar_tags
 def load(name: str):
     spec = importlib.util.spec_from_file_location(name, REPO / "experiments" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module
 
@@ -18,3 +21,58 @@ def test_custom_step_example_learns_and_logs(tmp_path):
     assert history.history["loss"][-1] < 0.5 * history.history["loss"][0]
     assert history.history["val_mae"][-1] < 0.4
     assert len(scalar_tags(tmp_path / "train")["epoch_loss"]) == 20
+
+
+def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys):
+    benchmark = load("benchmark")
+    report = benchmark.main(
+        [
+            "--models",
+            "cnn",
+            "mlp",
+            "siamese",
+            "--steps",
+            "2",
+            "--windows",
+            "1",
+            "--windows-per-round",
+            "1",
+            "--eager-divisor",
+            "2",
+            "--json",
+            str(tmp_path / "b.json"),
+        ]
+    )
+    out = capsys.readouterr().out
+    for model in ("cnn", "mlp", "siamese"):
+        assert set(report[model]) == set(benchmark.VARIANTS)
+        for result in report[model].values():
+            assert 0 < result["min_ms"] <= result["median_ms"] <= result["max_ms"]
+            assert result["first_step_s"] > 0 and result["peak_rss_mb"] > 100
+        assert f"\n{model}\n" in out
+    assert out.count("targets: tapefit/builtin") == 3
+    saved = json.loads((tmp_path / "b.json").read_text())
+    assert saved["cnn"]["tapefit"]["median_ms"] == report["cnn"]["tapefit"]["median_ms"]
+
+
+def test_defaults_script_compares_candidates_with_the_default(capsys):
+    defaults = load("defaults")
+    results = defaults.main(
+        [
+            "--experiment",
+            "classifier",
+            "--repeats",
+            "1",
+            "--candidates",
+            "steps_per_execution=8",
+            "--",
+            "trainer.epochs=2",
+            "model.architecture=mlp",
+            "callbacks.tensorboard.enabled=false",
+        ]
+    )
+    assert list(results) == ["default", "steps_per_execution=8"]
+    # steps_per_execution changes how often Python is entered, never the arithmetic.
+    assert results["default"]["test_accuracy"] == results["steps_per_execution=8"]["test_accuracy"]
+    assert all(r["train_s"] > 0 for r in results.values())
+    assert "steps_per_execution=8" in capsys.readouterr().out

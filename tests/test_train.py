@@ -101,3 +101,13 @@ def test_monitoring_a_metric_that_does_not_exist_lists_the_real_ones(compose, tm
         TapefitError, match=r"monitor=val_acc is not a logged metric: .*val_accuracy"
     ):
         run(cfg, tmp_path)
+
+
+def test_cpu_bfloat16_support_is_read_from_cpu_flags(tmp_path):
+    from tapefit.runtime import cpu_has_bfloat16
+
+    (tmp_path / "amx").write_text("flags : fpu avx2 avx512f amx_bf16 amx_tile\n")
+    (tmp_path / "plain").write_text("flags : fpu avx2 fma\n")
+    assert cpu_has_bfloat16(tmp_path / "amx") is True
+    assert cpu_has_bfloat16(tmp_path / "plain") is False
+    assert cpu_has_bfloat16(tmp_path / "missing") is None

@@ -1,0 +1,347 @@
+"""What owning the tape costs: TapeModel through `fit` against Keras' built-in step, a
+hand-written `tf.function` loop and the tutorials' eager loop, in one process.
+
+    python experiments/benchmark.py                      # cnn, mlp, siamese
+    python experiments/benchmark.py --models cnn --steps 40 --windows 9 --json bench.json
+    python experiments/benchmark.py --full-epoch         # one 60,000-sample MNIST-shaped epoch
+
+Per-step times are medians of timed windows (min and max shown) after a warm-up window; the
+variants' windows are interleaved round by round so drift hits all of them alike. Peak RSS is
+sampled while each variant runs (it includes everything the process held before).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tapefit import SiameseModel, TapeModel  # first: sets the backend and TensorFlow's options
+
+# isort: split
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tapefit.data.synthetic_pairs import PairGenerator
+from tapefit.losses import CosineMSELoss
+from tapefit.models.classifier import cnn_layers, mlp_layers
+
+VARIANTS = ("tapefit", "builtin", "tf_function", "eager")
+
+
+class RssSampler:
+    """Peak resident memory while a block runs, sampled every few milliseconds."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval, self.peak, self._stop = interval, 0, threading.Event()
+
+    @staticmethod
+    def rss() -> int:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.rss())
+            time.sleep(self.interval)
+
+    def __enter__(self) -> RssSampler:
+        self.peak = self.rss()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.rss())
+
+
+@dataclass
+class Workload:
+    """A model family: data, a network factory and the loss, shared by every variant."""
+
+    name: str
+    dataset: tf.data.Dataset
+    build: Callable[[type], keras.Model]  # model class -> model with identical initial weights
+    loss: keras.losses.Loss
+    metrics: list = field(default_factory=list)
+
+
+def image_workload(name: str, batch_size: int, samples: int = 4096) -> Workload:
+    """MNIST-shaped random images (28x28x1, 10 classes) for the tutorial CNN or the MLP."""
+    rng = np.random.default_rng(0)
+    x = rng.random((samples, 28, 28, 1), dtype="float32")
+    y = rng.integers(0, 10, samples)
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((x, y)).cache().repeat().shuffle(samples, seed=0)
+        .batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    )  # fmt: skip
+    body = (lambda: cnn_layers((28, 28, 1), 0.5, 0.9)) if name == "cnn" else (
+        lambda: mlp_layers((64, 64))
+    )  # fmt: skip
+
+    def build(model_class: type) -> keras.Model:
+        keras.utils.set_random_seed(0)
+        inputs = keras.Input((28, 28, 1))
+        hidden = inputs
+        for layer in body():
+            hidden = layer(hidden)
+        outputs = keras.layers.Dense(10, activation="softmax", dtype="float32")(hidden)
+        return model_class(inputs, outputs)
+
+    return Workload(
+        name, dataset, build, keras.losses.SparseCategoricalCrossentropy(), ["accuracy"]
+    )
+
+
+class BuiltinSiamese(keras.Model):
+    """The Siamese network for Keras' own step: `call` returns the stacked pair embeddings."""
+
+    def __init__(self, twin: SiameseModel) -> None:
+        super().__init__()
+        self.twin = twin
+
+    def call(self, inputs, training=None):
+        texts_a, texts_b = inputs
+        return tf.stack([self.twin.embed(texts_a, training), self.twin.embed(texts_b, training)], 1)
+
+
+def siamese_workload(batch_size: int, samples: int = 4096) -> Workload:
+    """Synthetic text pairs for the tutorial's Embedding + LSTM Siamese model."""
+    texts_a, texts_b, labels = PairGenerator(seed=0).pairs(samples)
+    texts_a, texts_b = texts_a.astype(str), texts_b.astype(str)
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(((texts_a, texts_b), labels)).cache().repeat()
+        .shuffle(samples, seed=0).batch(batch_size).prefetch(tf.data.AUTOTUNE)
+    )  # fmt: skip
+    texts = np.concatenate([texts_a, texts_b])
+
+    def build(model_class: type) -> keras.Model:
+        keras.utils.set_random_seed(0)
+        twin = SiameseModel.from_texts(texts, sequence_length=16)
+        return twin if model_class is TapeModel else BuiltinSiamese(twin)
+
+    return Workload("siamese", dataset, build, CosineMSELoss())
+
+
+class _EpochClock(keras.callbacks.Callback):
+    """Wall time of every epoch of a `fit` call (an epoch is one timed window here)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.durations: list[float] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.durations.append(time.perf_counter() - self._start)
+
+
+class Runner:
+    """One variant: `first_step()` (tracing included) then timed `windows(count, steps)`."""
+
+    def __init__(self, variant: str, work: Workload, args: argparse.Namespace) -> None:
+        self.variant, self.work, self.args = variant, work, args
+        self.memory = 0
+        model_class = TapeModel if variant == "tapefit" else keras.Model
+        self.model = work.build(model_class)
+        self.optimizer = keras.optimizers.Adam(1e-3)
+        if variant in ("tapefit", "builtin"):
+            self.model.compile(
+                optimizer=self.optimizer, loss=work.loss, metrics=work.metrics,
+                steps_per_execution=args.steps_per_execution, jit_compile=args.jit_compile,
+            )  # fmt: skip
+        else:
+            self.iterator = iter(work.dataset)
+            self.loss_mean = keras.metrics.Mean()
+            self.step = self._loop_step
+            if variant == "tf_function":
+                self.step = tf.function(self._loop_step, jit_compile=args.jit_compile is True)
+
+    def _loop_step(self, x, y):
+        """The tutorials' step: forward and loss under the tape, apply, update the mean loss."""
+        model = self.model
+        with tf.GradientTape() as tape:
+            prediction = model(x, training=True)
+            loss = self.work.loss(y, prediction) + tf.add_n([0.0, *model.losses])
+            scaled = self.optimizer.scale_loss(loss)
+        gradients = tape.gradient(scaled, model.trainable_variables)
+        self.optimizer.apply_gradients(zip(gradients, model.trainable_variables, strict=True))
+        self.loss_mean.update_state(loss)
+        return loss
+
+    def _loop(self, steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            x, y = next(self.iterator)
+            loss = self.step(x, y)
+        float(loss)  # wait for the last step
+        return time.perf_counter() - start
+
+    def first_step(self) -> float:
+        """Seconds to the end of the first step: tracing and graph building included."""
+        with RssSampler() as sampler:
+            if self.variant in ("tapefit", "builtin"):
+                start = time.perf_counter()
+                self.model.fit(
+                    self.work.dataset, steps_per_epoch=1, epochs=1, verbose=0, shuffle=False
+                )
+                elapsed = time.perf_counter() - start
+            else:
+                elapsed = self._loop(1)
+        self.memory = max(self.memory, sampler.peak)
+        return elapsed
+
+    def windows(self, count: int, steps: int) -> list[float]:
+        """Seconds per step in each of `count` windows of `steps` steps."""
+        with RssSampler() as sampler:
+            if self.variant in ("tapefit", "builtin"):
+                clock = _EpochClock()
+                self.model.fit(
+                    self.work.dataset, steps_per_epoch=steps, epochs=count, verbose=0,
+                    shuffle=False, callbacks=[clock],
+                )  # fmt: skip
+                durations = clock.durations
+            else:
+                durations = [self._loop(steps) for _ in range(count)]
+        self.memory = max(self.memory, sampler.peak)
+        return [d / steps for d in durations]
+
+
+def measure(work: Workload, args: argparse.Namespace) -> dict[str, dict]:
+    """All variants of one workload, windows interleaved round by round."""
+    runners = {v: Runner(v, work, args) for v in args.variants}
+    results = {v: {"first_step_s": r.first_step(), "per_step": []} for v, r in runners.items()}
+    for runner in runners.values():  # warm-up window: caches, allocator, thread pools
+        runner.windows(1, args.steps)
+    rounds = max(1, args.windows // args.windows_per_round)
+    for _ in range(rounds):
+        for variant, runner in runners.items():
+            steps = max(2, args.steps // args.eager_divisor) if variant == "eager" else args.steps
+            results[variant]["per_step"] += runner.windows(args.windows_per_round, steps)
+    for variant, runner in runners.items():
+        per_step = results[variant].pop("per_step")
+        results[variant].update(
+            median_ms=1e3 * statistics.median(per_step), min_ms=1e3 * min(per_step),
+            max_ms=1e3 * max(per_step), windows=len(per_step), peak_rss_mb=runner.memory / 2**20,
+        )  # fmt: skip
+    return results
+
+
+def full_epoch(args: argparse.Namespace, samples: int = 60_000) -> dict[str, float]:
+    """Wall time of one 60,000-sample MNIST-shaped epoch of the tutorial CNN, per fit variant."""
+    rng = np.random.default_rng(0)
+    x = rng.random((samples, 28, 28, 1), dtype="float32")
+    y = rng.integers(0, 10, samples)
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((x, y)).shuffle(samples, seed=0)
+        .batch(args.batch_size).prefetch(tf.data.AUTOTUNE)
+    )  # fmt: skip
+    work = image_workload("cnn", args.batch_size)
+    times = {}
+    for variant in ("tapefit", "builtin"):
+        runner = Runner(variant, work, args)
+        runner.first_step()
+        start = time.perf_counter()
+        runner.model.fit(dataset, epochs=1, verbose=0, shuffle=False)
+        times[variant] = time.perf_counter() - start
+    return times
+
+
+def table(name: str, results: dict[str, dict]) -> str:
+    """The results of one workload as an aligned text table with ratios to the built-in step."""
+    base = results.get("builtin", {}).get("median_ms")
+    lines = [
+        f"\n{name}",
+        f"{'variant':<12} {'ms/step':>9} {'min':>8} {'max':>8} {'vs builtin':>10} "
+        f"{'first step s':>12} {'peak RSS MB':>11}",
+    ]
+    for variant, r in results.items():
+        ratio = f"{r['median_ms'] / base:.3f}" if base else "-"
+        lines.append(
+            f"{variant:<12} {r['median_ms']:>9.2f} {r['min_ms']:>8.2f} {r['max_ms']:>8.2f} "
+            f"{ratio:>10} {r['first_step_s']:>12.2f} {r['peak_rss_mb']:>11.0f}"
+        )
+    if {"tapefit", "builtin", "tf_function", "eager"} <= results.keys():
+        tape = results["tapefit"]["median_ms"]
+        lines.append(
+            f"targets: tapefit/builtin {tape / base:.3f} (<= 1.02), tapefit/tf_function "
+            f"{tape / results['tf_function']['median_ms']:.3f} (<= 1.05), eager/tapefit "
+            f"{results['eager']['median_ms'] / tape:.2f} (>= 4)"
+        )
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--models", nargs="+", default=["cnn", "mlp", "siamese"], choices=["cnn", "mlp", "siamese"]
+    )
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--steps", type=int, default=40, help="steps per timed window")
+    parser.add_argument("--windows", type=int, default=9, help="timed windows per variant")
+    parser.add_argument("--windows-per-round", type=int, default=3)
+    parser.add_argument(
+        "--eager-divisor",
+        type=int,
+        default=4,
+        help="eager windows run steps/this many steps (eager is slow)",
+    )
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--steps-per-execution", type=int, default=1)
+    parser.add_argument("--jit-compile", choices=["auto", "true", "false"], default="auto")
+    parser.add_argument(
+        "--precision", default="float32", choices=["float32", "mixed_float16", "mixed_bfloat16"]
+    )
+    parser.add_argument(
+        "--full-epoch", action="store_true", help="also time one 60,000-sample epoch of the CNN"
+    )
+    parser.add_argument("--json", type=Path, help="write the results here as JSON")
+    args = parser.parse_args(argv)
+    args.jit_compile = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
+    return args  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark, print the tables, return (and optionally save) the results."""
+    args = parse_args(argv)
+    keras.mixed_precision.set_global_policy(args.precision)
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}"
+    )
+    print(
+        f"batch {args.batch_size}, {args.steps} steps x {args.windows} windows, "
+        f"steps_per_execution {args.steps_per_execution}, jit_compile {args.jit_compile}, "
+        f"precision {args.precision}; {machine}"
+    )
+    report = {"settings": {k: str(v) for k, v in vars(args).items()}, "machine": machine}
+    for name in args.models:
+        work = siamese_workload(args.batch_size) if name == "siamese" else image_workload(
+            name, args.batch_size
+        )  # fmt: skip
+        report[name] = measure(work, args)
+        print(table(name, report[name]), flush=True)
+    if args.full_epoch:
+        report["full_epoch_s"] = full_epoch(args)
+        print("\n60,000-sample CNN epoch, seconds: " + ", ".join(
+            f"{k} {v:.1f}" for k, v in report["full_epoch_s"].items()))  # fmt: skip
+    report["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()
