@@ -18,6 +18,7 @@ import tapefit
 
 CANDIDATES = {
     "default": [],
+    "steps_per_execution=1": ["trainer.steps_per_execution=1"],
     "steps_per_execution=8": ["trainer.steps_per_execution=8"],
     "steps_per_execution=32": ["trainer.steps_per_execution=32"],
     "data.cache=false": ["data.cache=false"],
