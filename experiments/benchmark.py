@@ -3,11 +3,12 @@ hand-written `tf.function` loop and the tutorials' eager loop, in one process.
 
     python experiments/benchmark.py                      # cnn, mlp, siamese
     python experiments/benchmark.py --models cnn --steps 40 --windows 9 --json bench.json
-    python experiments/benchmark.py --full-epoch         # one 60,000-sample MNIST-shaped epoch
+    python experiments/benchmark.py --full-epoch         # 60,000-sample MNIST-shaped epochs
 
 Per-step times are medians of timed windows (min and max shown) after a warm-up window; the
 variants' windows are interleaved round by round so drift hits all of them alike. Peak RSS is
-sampled while each variant runs (it includes everything the process held before).
+sampled while each variant runs (it includes everything the process held before); +RSS is
+its growth over the resident size when the variant's first step began (graphs, traces, slots).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tapefit.data.pipeline import PREFETCH_BATCHES, make_pipeline, pipeline_options
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.losses import CosineMSELoss
 from tapefit.models.classifier import cnn_layers, mlp_layers
@@ -84,7 +86,7 @@ def image_workload(name: str, batch_size: int, samples: int = 4096) -> Workload:
     y = rng.integers(0, 10, samples)
     dataset = (
         tf.data.Dataset.from_tensor_slices((x, y)).cache().repeat().shuffle(samples, seed=0)
-        .batch(batch_size).prefetch(tf.data.AUTOTUNE)
+        .batch(batch_size).prefetch(PREFETCH_BATCHES).with_options(pipeline_options())
     )  # fmt: skip
     body = (lambda: cnn_layers((28, 28, 1), 0.5, 0.9)) if name == "cnn" else (
         lambda: mlp_layers((64, 64))
@@ -122,7 +124,8 @@ def siamese_workload(batch_size: int, samples: int = 4096) -> Workload:
     texts_a, texts_b = texts_a.astype(str), texts_b.astype(str)
     dataset = (
         tf.data.Dataset.from_tensor_slices(((texts_a, texts_b), labels)).cache().repeat()
-        .shuffle(samples, seed=0).batch(batch_size).prefetch(tf.data.AUTOTUNE)
+        .shuffle(samples, seed=0).batch(batch_size).prefetch(PREFETCH_BATCHES)
+        .with_options(pipeline_options())
     )  # fmt: skip
     texts = np.concatenate([texts_a, texts_b])
 
@@ -153,7 +156,7 @@ class Runner:
 
     def __init__(self, variant: str, work: Workload, args: argparse.Namespace) -> None:
         self.variant, self.work, self.args = variant, work, args
-        self.memory = 0
+        self.memory = self.baseline = 0
         model_class = TapeModel if variant == "tapefit" else keras.Model
         self.model = work.build(model_class)
         self.optimizer = keras.optimizers.Adam(1e-3)
@@ -191,6 +194,7 @@ class Runner:
 
     def first_step(self) -> float:
         """Seconds to the end of the first step: tracing and graph building included."""
+        self.baseline = RssSampler.rss()
         with RssSampler() as sampler:
             if self.variant in ("tapefit", "builtin"):
                 start = time.perf_counter()
@@ -225,38 +229,44 @@ def measure(work: Workload, args: argparse.Namespace) -> dict[str, dict]:
     results = {v: {"first_step_s": r.first_step(), "per_step": []} for v, r in runners.items()}
     for runner in runners.values():  # warm-up window: caches, allocator, thread pools
         runner.windows(1, args.steps)
-    rounds = max(1, args.windows // args.windows_per_round)
-    for _ in range(rounds):
+    remaining = args.windows
+    while remaining > 0:
+        count = min(args.windows_per_round, remaining)
         for variant, runner in runners.items():
             steps = max(2, args.steps // args.eager_divisor) if variant == "eager" else args.steps
-            results[variant]["per_step"] += runner.windows(args.windows_per_round, steps)
+            results[variant]["per_step"] += runner.windows(count, steps)
+        remaining -= count
     for variant, runner in runners.items():
         per_step = results[variant].pop("per_step")
         results[variant].update(
             median_ms=1e3 * statistics.median(per_step), min_ms=1e3 * min(per_step),
             max_ms=1e3 * max(per_step), windows=len(per_step), peak_rss_mb=runner.memory / 2**20,
+            rss_growth_mb=(runner.memory - runner.baseline) / 2**20,
         )  # fmt: skip
     return results
 
 
-def full_epoch(args: argparse.Namespace, samples: int = 60_000) -> dict[str, float]:
-    """Wall time of one 60,000-sample MNIST-shaped epoch of the tutorial CNN, per fit variant."""
+def full_epoch(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """Wall time of one MNIST-shaped epoch (60,000 samples by default) of the tutorial CNN
+    through `fit` on tapefit's own tf.data pipeline, per fit variant; repeats interleaved."""
     rng = np.random.default_rng(0)
-    x = rng.random((samples, 28, 28, 1), dtype="float32")
-    y = rng.integers(0, 10, samples)
-    dataset = (
-        tf.data.Dataset.from_tensor_slices((x, y)).shuffle(samples, seed=0)
-        .batch(args.batch_size).prefetch(tf.data.AUTOTUNE)
-    )  # fmt: skip
+    x = rng.random((args.epoch_samples, 28, 28, 1), dtype="float32")
+    y = rng.integers(0, 10, args.epoch_samples)
+    dataset = make_pipeline((x, y), args.batch_size, shuffle=True, seed=0, cache=False)
     work = image_workload("cnn", args.batch_size)
-    times = {}
-    for variant in ("tapefit", "builtin"):
-        runner = Runner(variant, work, args)
+    runners = {variant: Runner(variant, work, args) for variant in ("tapefit", "builtin")}
+    seconds: dict[str, list[float]] = {variant: [] for variant in runners}
+    for runner in runners.values():
         runner.first_step()
-        start = time.perf_counter()
-        runner.model.fit(dataset, epochs=1, verbose=0, shuffle=False)
-        times[variant] = time.perf_counter() - start
-    return times
+    for _ in range(args.epoch_repeats):
+        for variant, runner in runners.items():
+            start = time.perf_counter()
+            runner.model.fit(dataset, epochs=1, verbose=0, shuffle=False)
+            seconds[variant].append(time.perf_counter() - start)
+    return {
+        variant: {"median_s": statistics.median(times), "min_s": min(times), "max_s": max(times)}
+        for variant, times in seconds.items()
+    }
 
 
 def table(name: str, results: dict[str, dict]) -> str:
@@ -265,13 +275,14 @@ def table(name: str, results: dict[str, dict]) -> str:
     lines = [
         f"\n{name}",
         f"{'variant':<12} {'ms/step':>9} {'min':>8} {'max':>8} {'vs builtin':>10} "
-        f"{'first step s':>12} {'peak RSS MB':>11}",
+        f"{'first step s':>12} {'peak RSS MB':>11} {'+RSS MB':>8}",
     ]
     for variant, r in results.items():
         ratio = f"{r['median_ms'] / base:.3f}" if base else "-"
         lines.append(
             f"{variant:<12} {r['median_ms']:>9.2f} {r['min_ms']:>8.2f} {r['max_ms']:>8.2f} "
-            f"{ratio:>10} {r['first_step_s']:>12.2f} {r['peak_rss_mb']:>11.0f}"
+            f"{ratio:>10} {r['first_step_s']:>12.2f} {r['peak_rss_mb']:>11.0f} "
+            f"{r['rss_growth_mb']:>8.0f}"
         )
     if {"tapefit", "builtin", "tf_function", "eager"} <= results.keys():
         tape = results["tapefit"]["median_ms"]
@@ -305,8 +316,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--precision", default="float32", choices=["float32", "mixed_float16", "mixed_bfloat16"]
     )
     parser.add_argument(
-        "--full-epoch", action="store_true", help="also time one 60,000-sample epoch of the CNN"
+        "--full-epoch", action="store_true", help="also time whole epochs of the CNN through fit"
     )
+    parser.add_argument("--epoch-samples", type=int, default=60_000)
+    parser.add_argument("--epoch-repeats", type=int, default=3)
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
     args.jit_compile = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
@@ -334,9 +347,11 @@ def main(argv: list[str] | None = None) -> dict:
         report[name] = measure(work, args)
         print(table(name, report[name]), flush=True)
     if args.full_epoch:
-        report["full_epoch_s"] = full_epoch(args)
-        print("\n60,000-sample CNN epoch, seconds: " + ", ".join(
-            f"{k} {v:.1f}" for k, v in report["full_epoch_s"].items()))  # fmt: skip
+        report["full_epoch"] = full_epoch(args)
+        print(f"\n{args.epoch_samples:,}-sample CNN epoch, seconds, median of "
+              f"{args.epoch_repeats} (min-max): " + ", ".join(
+            f"{k} {v['median_s']:.1f} ({v['min_s']:.1f}-{v['max_s']:.1f})"
+            for k, v in report["full_epoch"].items()))  # fmt: skip
     report["max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -20,13 +20,14 @@ def seed_everything(seed: int, deterministic: bool = False) -> None:
         tf.config.experimental.enable_op_determinism()
 
 
-def cpu_has_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
-    """Whether the CPU has native bfloat16 arithmetic (AVX512-BF16 or AMX); None if unknown."""
+def cpu_has_amx_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
+    """Whether the CPU has AMX bfloat16 tiles, the only CPU feature that made bf16 pay off in
+    tapefit's measurements; None if the flags cannot be read."""
     try:
         flags = set(cpuinfo.read_text().split())
     except OSError:
         return None
-    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    return "amx_bf16" in flags
 
 
 def set_precision(precision: str) -> None:
@@ -34,10 +35,10 @@ def set_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise TapefitError(f"precision={precision!r} is unknown: choose one of {PRECISIONS}")
     on_cpu = not tf.config.list_physical_devices("GPU")
-    if precision == "mixed_bfloat16" and on_cpu and cpu_has_bfloat16() is False:
+    if precision == "mixed_bfloat16" and on_cpu and cpu_has_amx_bfloat16() is False:
         warnings.warn(
-            "mixed_bfloat16 on a CPU without AVX512-BF16/AMX emulates bfloat16 and is slower "
-            "than float32 (8x for the tutorial CNN in experiments/benchmark.py): use float32",
+            "mixed_bfloat16 on a CPU without AMX trained slower than float32 in tapefit's "
+            "measurements (README, Benchmark): use float32 unless you measured otherwise",
             stacklevel=2,
         )
     if precision == "mixed_float16" and on_cpu:

@@ -33,6 +33,17 @@ def test_mnist_experiment_is_the_tutorial_setting(compose):
     assert cfg.model.architecture.value == "cnn"
 
 
+@pytest.mark.parametrize(
+    ("experiment", "steps_per_execution"), [("classifier", 8), ("mnist", 8), ("siamese", 1)]
+)
+def test_shipped_defaults_are_the_measured_ones(compose, experiment, steps_per_execution):
+    # README, "Benchmark": the figures behind each of these choices.
+    cfg = compose([f"experiment={experiment}"])
+    assert cfg.trainer.steps_per_execution == steps_per_execution
+    assert (cfg.trainer.jit_compile, cfg.trainer.precision) == ("auto", "float32")
+    assert cfg.data.cache is True and cfg.callbacks.tensorboard.enabled is True
+
+
 def test_overrides_apply(compose):
     cfg = compose(["trainer.epochs=2", "optimizer.learning_rate=3e-4", "seed=7"])
     assert (cfg.trainer.epochs, cfg.optimizer.learning_rate, cfg.seed) == (2, 3e-4, 7)

@@ -126,3 +126,13 @@ def test_fractions_outside_zero_one_are_rejected():
     )
     with pytest.raises(TapefitError, match=r"val_fraction=1\.5 must lie strictly between"):
         image_datasets(cfg, seed=0)
+
+
+def test_pipelines_run_without_the_autotuner_and_keep_every_sample():
+    # The autotuner's thread made each iterator's teardown wait seconds (README, Fast defaults).
+    from tapefit.data.pipeline import make_pipeline
+
+    arrays = (np.arange(10, dtype="float32"), np.arange(10))
+    dataset = make_pipeline(arrays, 4, shuffle=True, seed=0)
+    assert dataset.options().autotune.enabled is False
+    assert sorted(float(v) for x, _ in dataset for v in x) == list(range(10))

@@ -34,10 +34,15 @@ def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys):
             "--steps",
             "2",
             "--windows",
-            "1",
+            "3",
             "--windows-per-round",
-            "1",
+            "2",
             "--eager-divisor",
+            "2",
+            "--full-epoch",
+            "--epoch-samples",
+            "256",
+            "--epoch-repeats",
             "2",
             "--json",
             str(tmp_path / "b.json"),
@@ -49,8 +54,13 @@ def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys):
         for result in report[model].values():
             assert 0 < result["min_ms"] <= result["median_ms"] <= result["max_ms"]
             assert result["first_step_s"] > 0 and result["peak_rss_mb"] > 100
+            assert result["windows"] == 3  # rounds of 2 then 1: the count asked for
         assert f"\n{model}\n" in out
     assert out.count("targets: tapefit/builtin") == 3
+    for epoch in report["full_epoch"].values():
+        assert 0 < epoch["min_s"] <= epoch["median_s"] <= epoch["max_s"]
+    assert set(report["full_epoch"]) == {"tapefit", "builtin"}
+    assert "256-sample CNN epoch, seconds, median of 2" in out
     saved = json.loads((tmp_path / "b.json").read_text())
     assert saved["cnn"]["tapefit"]["median_ms"] == report["cnn"]["tapefit"]["median_ms"]
 

@@ -103,11 +103,30 @@ def test_monitoring_a_metric_that_does_not_exist_lists_the_real_ones(compose, tm
         run(cfg, tmp_path)
 
 
-def test_cpu_bfloat16_support_is_read_from_cpu_flags(tmp_path):
-    from tapefit.runtime import cpu_has_bfloat16
+def test_cpu_amx_bfloat16_support_is_read_from_cpu_flags(tmp_path):
+    from tapefit.runtime import cpu_has_amx_bfloat16
 
-    (tmp_path / "amx").write_text("flags : fpu avx2 avx512f amx_bf16 amx_tile\n")
+    (tmp_path / "amx").write_text("flags : fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n")
+    (tmp_path / "avx512").write_text("flags : fpu avx2 avx512f avx512_bf16\n")
     (tmp_path / "plain").write_text("flags : fpu avx2 fma\n")
-    assert cpu_has_bfloat16(tmp_path / "amx") is True
-    assert cpu_has_bfloat16(tmp_path / "plain") is False
-    assert cpu_has_bfloat16(tmp_path / "missing") is None
+    assert cpu_has_amx_bfloat16(tmp_path / "amx") is True
+    assert cpu_has_amx_bfloat16(tmp_path / "avx512") is False
+    assert cpu_has_amx_bfloat16(tmp_path / "plain") is False
+    assert cpu_has_amx_bfloat16(tmp_path / "missing") is None
+
+
+@pytest.mark.parametrize("has_amx", [False, True])
+def test_mixed_bfloat16_warns_only_on_cpus_without_amx(monkeypatch, has_amx):
+    import warnings
+
+    from tapefit import runtime
+
+    monkeypatch.setattr(runtime, "cpu_has_amx_bfloat16", lambda: has_amx)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runtime.set_precision("mixed_bfloat16")
+    messages = [str(w.message) for w in caught if "mixed_bfloat16" in str(w.message)]
+    if has_amx:
+        assert messages == []
+    else:
+        assert len(messages) == 1 and "without AMX trained slower than float32" in messages[0]
