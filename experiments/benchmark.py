@@ -294,23 +294,34 @@ def table(name: str, results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def positive_int(text: str) -> int:
+    """argparse type for counts and sizes: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--models", nargs="+", default=["cnn", "mlp", "siamese"], choices=["cnn", "mlp", "siamese"]
     )
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    parser.add_argument("--steps", type=int, default=40, help="steps per timed window")
-    parser.add_argument("--windows", type=int, default=9, help="timed windows per variant")
-    parser.add_argument("--windows-per-round", type=int, default=3)
+    parser.add_argument("--steps", type=positive_int, default=40, help="steps per timed window")
+    parser.add_argument("--windows", type=positive_int, default=9, help="timed windows per variant")
+    parser.add_argument("--windows-per-round", type=positive_int, default=3)
     parser.add_argument(
         "--eager-divisor",
-        type=int,
+        type=positive_int,
         default=4,
         help="eager windows run steps/this many steps (eager is slow)",
     )
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--steps-per-execution", type=int, default=1)
+    parser.add_argument("--batch-size", type=positive_int, default=64)
+    parser.add_argument("--steps-per-execution", type=positive_int, default=1)
     parser.add_argument("--jit-compile", choices=["auto", "true", "false"], default="auto")
     parser.add_argument(
         "--precision", default="float32", choices=["float32", "mixed_float16", "mixed_bfloat16"]
@@ -318,10 +329,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--full-epoch", action="store_true", help="also time whole epochs of the CNN through fit"
     )
-    parser.add_argument("--epoch-samples", type=int, default=60_000)
-    parser.add_argument("--epoch-repeats", type=int, default=3)
+    parser.add_argument("--epoch-samples", type=positive_int, default=60_000)
+    parser.add_argument("--epoch-repeats", type=positive_int, default=3)
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
     args = parser.parse_args(argv)
+    if args.json and not args.json.parent.is_dir():
+        parser.error(f"--json {args.json}: folder {args.json.parent} does not exist; create it")
     args.jit_compile = {"auto": "auto", "true": True, "false": False}[args.jit_compile]
     return args  # fmt: skip
 

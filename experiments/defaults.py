@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=CANDIDATES)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides applied to every run")
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats {args.repeats}: use a whole number >= 1")
     candidates = ["default", *(c for c in args.candidates if c != "default")]
     results = measure(args.experiment, args.repeats, args.overrides, candidates)
     base = results["default"]["train_s"]

@@ -4,6 +4,8 @@ import importlib.util
 import json
 import sys
 
+import pytest
+
 from tests.helpers import REPO, scalar_tags
 
 
@@ -86,3 +88,19 @@ def test_defaults_script_compares_candidates_with_the_default(capsys):
     assert results["default"]["test_accuracy"] == results["steps_per_execution=8"]["test_accuracy"]
     assert all(r["train_s"] > 0 for r in results.values())
     assert "steps_per_execution=8" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--windows", "0"], "--windows: '0' is not a whole number >= 1"),
+        (["--steps", "ten"], "--steps: 'ten' is not a whole number >= 1"),
+        (["--json", "no/such/folder/b.json"], "folder no/such/folder does not exist"),
+    ],
+)
+def test_benchmark_rejects_bad_options_in_one_line(argv, message, capsys):
+    benchmark = load("benchmark")
+    with pytest.raises(SystemExit) as stopped:
+        benchmark.parse_args(argv)
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err.strip().splitlines()[-1]
