@@ -32,7 +32,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tapefit.data.pipeline import PREFETCH_BATCHES, make_pipeline, pipeline_options
+from tapefit.data.pipeline import make_pipeline
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.losses import CosineMSELoss
 from tapefit.models.classifier import cnn_layers, mlp_layers
@@ -84,10 +84,7 @@ def image_workload(name: str, batch_size: int, samples: int = 4096) -> Workload:
     rng = np.random.default_rng(0)
     x = rng.random((samples, 28, 28, 1), dtype="float32")
     y = rng.integers(0, 10, samples)
-    dataset = (
-        tf.data.Dataset.from_tensor_slices((x, y)).cache().repeat().shuffle(samples, seed=0)
-        .batch(batch_size).prefetch(PREFETCH_BATCHES).with_options(pipeline_options())
-    )  # fmt: skip
+    dataset = make_pipeline((x, y), batch_size, shuffle=True, seed=0, repeat=True)
     body = (lambda: cnn_layers((28, 28, 1), 0.5, 0.9)) if name == "cnn" else (
         lambda: mlp_layers((64, 64))
     )  # fmt: skip
@@ -122,11 +119,9 @@ def siamese_workload(batch_size: int, samples: int = 4096) -> Workload:
     """Synthetic text pairs for the tutorial's Embedding + LSTM Siamese model."""
     texts_a, texts_b, labels = PairGenerator(seed=0).pairs(samples)
     texts_a, texts_b = texts_a.astype(str), texts_b.astype(str)
-    dataset = (
-        tf.data.Dataset.from_tensor_slices(((texts_a, texts_b), labels)).cache().repeat()
-        .shuffle(samples, seed=0).batch(batch_size).prefetch(PREFETCH_BATCHES)
-        .with_options(pipeline_options())
-    )  # fmt: skip
+    dataset = make_pipeline(
+        ((texts_a, texts_b), labels), batch_size, shuffle=True, seed=0, repeat=True
+    )
     texts = np.concatenate([texts_a, texts_b])
 
     def build(model_class: type) -> keras.Model:

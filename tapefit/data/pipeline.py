@@ -26,15 +26,19 @@ def make_pipeline(
     shuffle: bool,
     seed: int,
     cache: bool = True,
+    repeat: bool = False,
 ) -> tf.data.Dataset:
     """Turn in-memory arrays (a tuple of features and labels) into a batched, prefetched dataset.
 
     Training splits are reshuffled each epoch from `seed`, so runs with the same seed see the
-    same batches in the same order.
+    same batches in the same order. `repeat=True` makes an endless stream (benchmarks, or
+    `fit` with `steps_per_epoch`).
     """
     dataset = tf.data.Dataset.from_tensor_slices(arrays)
     if cache:
         dataset = dataset.cache()
+    if repeat:
+        dataset = dataset.repeat()
     if shuffle:
         size = len(tf.nest.flatten(arrays)[0])
         dataset = dataset.shuffle(size, seed=seed, reshuffle_each_iteration=True)
