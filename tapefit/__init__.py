@@ -1,10 +1,10 @@
 """tapefit: explicit tf.GradientTape training steps with everything Keras' fit() gives you."""
 
-from tapefit.backend import ensure_tensorflow_backend
+from tapefit.backend import ensure_tensorflow_backend_or_exit
 
-ensure_tensorflow_backend()
+ensure_tensorflow_backend_or_exit()  # before anything imports Keras
 
-from tapefit.config import compose  # noqa: E402
+from tapefit.composition import compose  # noqa: E402
 from tapefit.errors import TapefitError  # noqa: E402
 from tapefit.gradcheck import gradcheck  # noqa: E402
 from tapefit.models import Classifier, SiameseModel, TextEncoder  # noqa: E402

@@ -1,22 +1,19 @@
-"""`python -m tapefit` / `tapefit`: compose the config with Hydra and call `train.run`."""
+"""`python -m tapefit` / `tapefit`: compose the config with Hydra and call `train.run`.
+
+The backend guard runs in `tapefit/__init__.py`, which Python imports before this module.
+"""
 
 from __future__ import annotations
 
 import sys
 
-from tapefit.backend import ensure_tensorflow_backend
-from tapefit.errors import TapefitError
-
-try:
-    ensure_tensorflow_backend()
-except TapefitError as early_error:
-    sys.exit(f"tapefit: error: {early_error}")
-
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from tapefit.config import config_dir, register_schemas
+from tapefit.composition import register_schemas
+from tapefit.config import config_dir
+from tapefit.errors import TapefitError
 
 register_schemas()
 

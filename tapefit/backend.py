@@ -1,7 +1,9 @@
 """Pins Keras 3 to the TensorFlow backend before Keras is imported anywhere in tapefit."""
 
+import itertools
 import os
 import sys
+from pathlib import Path
 
 from tapefit.errors import TapefitError
 
@@ -28,3 +30,24 @@ def ensure_tensorflow_backend() -> None:
             f"keras was imported with the {keras.backend.backend()!r} backend before tapefit: "
             f"import tapefit first or set KERAS_BACKEND={REQUIRED_BACKEND}"
         )
+
+
+def started_as_command() -> bool:
+    """Whether this process is `python -m tapefit` or the `tapefit` script."""
+    argv = getattr(sys, "orig_argv", [])
+    as_module = any(
+        flag == "-m" and module == "tapefit" for flag, module in itertools.pairwise(argv)
+    )
+    return as_module or Path(sys.argv[0] if sys.argv else "").name == "tapefit"
+
+
+def ensure_tensorflow_backend_or_exit() -> None:
+    """`ensure_tensorflow_backend`; from the command line a refusal is one line and exit code 2,
+    since the package is imported before `__main__` could catch anything."""
+    try:
+        ensure_tensorflow_backend()
+    except TapefitError as error:
+        if not started_as_command():
+            raise
+        print(f"tapefit: error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -7,6 +7,7 @@ from typing import Any
 
 import keras
 
+from tapefit.config import MonitorMode
 from tapefit.errors import TapefitError
 
 MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
@@ -16,7 +17,8 @@ HIGHER_IS_BETTER = ("accuracy", "acc", "auc", "pearson", "spearman", "best_accur
 
 def resolve_mode(monitor: str, mode: str) -> str:
     """`mode` as configured, or `max`/`min` from the metric's name when it is `auto`."""
-    if mode != "auto":
+    mode = MonitorMode(mode).value
+    if mode != MonitorMode.auto:
         return mode
     name = monitor.removeprefix("val_")
     return "max" if name in HIGHER_IS_BETTER else "min"
@@ -51,7 +53,7 @@ def build_callbacks(cfg: Any, run_dir: Path) -> list[keras.callbacks.Callback]:
         callbacks.append(
             keras.callbacks.TensorBoard(
                 log_dir=str(run_dir / "tensorboard"),
-                update_freq=cfg.tensorboard.update_freq,
+                update_freq=cfg.tensorboard.update_freq.value,
                 histogram_freq=cfg.tensorboard.histogram_freq,
                 write_graph=cfg.tensorboard.write_graph,
                 profile_batch=cfg.tensorboard.profile_batch,

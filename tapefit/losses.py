@@ -6,12 +6,14 @@ Every loss receives `y_pred` as the stacked, L2-normalised pair embeddings, shap
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import keras
 import tensorflow as tf
 
+from tapefit.choices import choice_enum, parse_choice
 from tapefit.errors import TapefitError
 
 
@@ -27,7 +29,7 @@ class CosineLoss(keras.losses.Loss):
     On its own it collapses: mapping every text to one vector gives every pair cosine 1.
     """
 
-    uses_labels = False
+    label_type: ClassVar[str | None] = None  # the kind of labels the loss needs (None: any)
 
     def __init__(self, name: str = "cosine", **kwargs: Any) -> None:
         super().__init__(name=name, **kwargs)
@@ -40,7 +42,7 @@ class CosineLoss(keras.losses.Loss):
 class CosineMSELoss(keras.losses.Loss):
     """Regress the cosine onto a graded label rescaled from `label_range` to `target_range`."""
 
-    uses_labels = True
+    label_type: ClassVar[str | None] = "graded"
 
     def __init__(
         self,
@@ -82,7 +84,7 @@ class CosineMSELoss(keras.losses.Loss):
 class ContrastiveLoss(keras.losses.Loss):
     """Binary labels, cosine distance d = 1 - cos: y * d^2 + (1 - y) * max(0, margin - d)^2."""
 
-    uses_labels = True
+    label_type: ClassVar[str | None] = "binary"
 
     def __init__(self, margin: float = 0.5, name: str = "contrastive", **kwargs: Any) -> None:
         super().__init__(name=name, **kwargs)
@@ -109,8 +111,8 @@ class InBatchNegativesLoss(keras.losses.Loss):
     positive text equals the row's is another true positive, not a negative, so it is masked out.
     """
 
-    uses_labels = False
-    uses_text_ids = True
+    label_type: ClassVar[str | None] = None
+    uses_text_ids = True  # SiameseModel passes text fingerprints as y_true
 
     def __init__(
         self, scale: float = 20.0, name: str = "in_batch_negatives", **kwargs: Any
@@ -140,3 +142,17 @@ PAIR_LOSSES = {
     "contrastive": ContrastiveLoss,
     "in_batch_negatives": InBatchNegativesLoss,
 }
+PairLoss = choice_enum("PairLoss", PAIR_LOSSES)
+
+
+def make_pair_loss(name: str, **options: Any) -> keras.losses.Loss:
+    """The pair loss called `name`, built from the `options` its constructor accepts (each loss
+    reads only its own, so one options dict serves all of them)."""
+    loss_class = PAIR_LOSSES[parse_choice(PairLoss, name, "model.loss.name").value]
+    accepted = inspect.signature(loss_class.__init__).parameters
+    return loss_class(**{key: value for key, value in options.items() if key in accepted})
+
+
+def losses_for_labels(label_type: str) -> list[str]:
+    """Names of the pair losses that train on `label_type` labels."""
+    return [name for name, loss in PAIR_LOSSES.items() if loss.label_type == label_type]

@@ -1,8 +1,9 @@
 """Epoch-level pair metrics over a whole split (rank correlations and AUC are not batch-additive).
 
 `SplitMetrics` is a callback that predicts the validation split at each epoch end and adds
-`val_<metric>` to the epoch logs, so History, TensorBoard, CSVLogger, EarlyStopping and the
-tuner all see them. It must come first in the callback list; `build_callbacks` puts it there.
+`val_<metric>` to the epoch logs, so History, TensorBoard, CSVLogger and EarlyStopping all see
+them. It must come before those in the callback list: `train.fit` puts a family's callbacks
+first.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +31,37 @@ def to_builtin(value: Any) -> Any:
     return value
 
 
-def atomic_write(path: Path, write: Any, mode: str = "w") -> Path:
-    """Write through a temporary file in the same folder, then rename: no half-written files."""
+@contextmanager
+def atomic_path(path: Path, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside `path` to write to; rename it onto `path` only when the
+    block succeeds, so readers never see a half-written file (`suffix` keeps an extension that
+    a writer insists on, such as `.keras`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    handle, name = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{suffix}"
+    )
+    os.close(handle)
+    temporary = Path(name)
     try:
-        with os.fdopen(handle, mode) as file:
-            write(file)
+        yield temporary
         os.chmod(temporary, 0o666 & ~_current_umask())
         os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        temporary.unlink(missing_ok=True)
         raise
+
+
+def atomic_write(path: Path, write: Any, mode: str = "w") -> Path:
+    """Call `write(file)` on a temporary file in the same folder, then rename it onto `path`."""
+    with atomic_path(path) as temporary, open(temporary, mode) as file:
+        write(file)
+    return path
+
+
+def save_model(model: Any, path: Path) -> Path:
+    """`model.save` through a temporary `.keras` name, so a crash never leaves a broken file."""
+    with atomic_path(path, suffix=".keras") as temporary:
+        model.save(temporary)
     return path
 
 

@@ -8,9 +8,8 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
-from tapefit.errors import TapefitError
-
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+from tapefit.choices import parse_choice
+from tapefit.config import Precision, Strategy
 
 
 def seed_everything(seed: int, deterministic: bool = False) -> None:
@@ -32,8 +31,7 @@ def cpu_has_amx_bfloat16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool | None:
 
 def set_precision(precision: str) -> None:
     """Set Keras' global dtype policy; models built afterwards compute in it."""
-    if precision not in PRECISIONS:
-        raise TapefitError(f"precision={precision!r} is unknown: choose one of {PRECISIONS}")
+    precision = parse_choice(Precision, precision, "trainer.precision").value
     on_cpu = not tf.config.list_physical_devices("GPU")
     if precision == "mixed_bfloat16" and on_cpu and cpu_has_amx_bfloat16() is False:
         warnings.warn(
@@ -55,28 +53,17 @@ def make_strategy(name: str) -> tf.distribute.Strategy:
     `mirrored` replicates over every local GPU (or logical device); `multi_worker` reads the
     cluster from the `TF_CONFIG` environment variable.
     """
-    if name == "default":
-        return tf.distribute.get_strategy()
-    if name == "one_device":
+    strategy = parse_choice(Strategy, name, "trainer.strategy")
+    if strategy == Strategy.one_device:
         device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
         return tf.distribute.OneDeviceStrategy(device)
-    if name == "mirrored":
+    if strategy == Strategy.mirrored:
         return tf.distribute.MirroredStrategy()
-    if name == "multi_worker":
+    if strategy == Strategy.multi_worker:
         return tf.distribute.MultiWorkerMirroredStrategy()
-    raise TapefitError(
-        f"trainer.strategy={name!r} is unknown: choose default, one_device, mirrored or "
-        "multi_worker"
-    )
+    return tf.distribute.get_strategy()
 
 
-def parse_jit_compile(value: str | bool) -> str | bool:
-    """`auto`, `true` or `false` (any case) -> the value `Model.compile(jit_compile=...)` takes."""
-    text = str(value).strip().lower()
-    if text == "auto":
-        return "auto"
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise TapefitError(f"trainer.jit_compile={value!r} is not valid: use auto, true or false")
+def jit_compile_argument(jit_compile: bool | None) -> str | bool:
+    """`trainer.jit_compile` as `Model.compile` takes it: null means Keras' `"auto"`."""
+    return "auto" if jit_compile is None else bool(jit_compile)

@@ -29,6 +29,6 @@ def _seed_and_policy():
 @pytest.fixture
 def compose():
     """Compose the real config tree with overrides, as the CLI would."""
-    from tapefit.config import compose as compose_config
+    from tapefit.composition import compose as compose_config
 
     return compose_config

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+import tapefit
 from tapefit import TapefitError
-from tapefit.data.images import image_datasets, load_digits_splits, load_mnist_splits
+from tapefit.data.images import load_digits_splits, load_mnist_splits
+from tapefit.tasks.classifier import load_mnist
 
 
 def write_mnist(path, n_train=60, n_test=20, **drop):
@@ -57,7 +59,7 @@ def test_mnist_pipelines_batch_as_configured(tmp_path):
             "cache": True,
         }
     )
-    data = image_datasets(cfg, seed=0)
+    data = load_mnist(cfg, seed=0)
     assert data.image_shape == (28, 28, 1) and data.num_classes == 10
     assert data.sizes == {"train": 40, "val": 6, "test": 20}
     batches = [y.shape[0] for _, y in data.train]
@@ -77,9 +79,9 @@ def test_training_batches_are_reshuffled_each_epoch_but_reproducible(tmp_path):
             "cache": True,
         }
     )
-    first = image_datasets(cfg, seed=3).train
+    first = load_mnist(cfg, seed=3).train
     epoch_a, epoch_b = (next(iter(first))[1].numpy() for _ in range(2))
-    again = next(iter(image_datasets(cfg, seed=3).train))[1].numpy()
+    again = next(iter(load_mnist(cfg, seed=3).train))[1].numpy()
     assert not np.array_equal(epoch_a, epoch_b)
     np.testing.assert_array_equal(epoch_a, again)
 
@@ -112,20 +114,12 @@ def test_offline_download_failure_explains_data_path(monkeypatch):
         load_mnist_splits(None, 0.1, 0)
 
 
-def test_fractions_outside_zero_one_are_rejected():
-    cfg = OmegaConf.create(
-        {
-            "name": "digits",
-            "path": None,
-            "batch_size": 8,
-            "val_fraction": 1.5,
-            "test_fraction": 0.2,
-            "train_limit": None,
-            "cache": True,
-        }
-    )
+def test_fractions_outside_zero_one_are_rejected(compose, tmp_path):
+    cfg = compose(["data.val_fraction=1.5"])
     with pytest.raises(TapefitError, match=r"val_fraction=1\.5 must lie strictly between"):
-        image_datasets(cfg, seed=0)
+        tapefit.run(cfg, tmp_path)
+    with pytest.raises(TapefitError, match=r"test_fraction=0\.0 must lie strictly between"):
+        load_digits_splits(0.1, 0.0, seed=0)
 
 
 def test_pipelines_run_without_the_autotuner_and_keep_every_sample():

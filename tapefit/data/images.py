@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -36,6 +35,8 @@ def load_digits_splits(val_fraction: float, test_fraction: float, seed: int) -> 
     """scikit-learn's 1,797 8x8 digits, scaled to [0, 1], split with stratification."""
     from sklearn.datasets import load_digits
 
+    check_fraction("val_fraction", val_fraction)
+    check_fraction("test_fraction", test_fraction)
     digits = load_digits()
     images = (digits.images / 16.0).astype("float32")[..., None]
     labels = digits.target.astype("int64")
@@ -79,6 +80,7 @@ def load_mnist_arrays(path: str | None) -> dict[str, np.ndarray]:
 
 def load_mnist_splits(path: str | None, val_fraction: float, seed: int) -> dict[str, Split]:
     """MNIST scaled to [0, 1] with a channel axis; validation is a stratified part of train."""
+    check_fraction("val_fraction", val_fraction)
     arrays = load_mnist_arrays(path)
     for prefix in ("train", "test"):
         images, labels = arrays[f"x_{prefix}"], arrays[f"y_{prefix}"]
@@ -117,24 +119,28 @@ def _split_validation(
     )
 
 
-def image_datasets(cfg: Any, seed: int) -> ImageData:
-    """Build the image pipelines named by `cfg.name` (`digits` or `mnist`)."""
-    for key in ("val_fraction", "test_fraction"):
-        if not 0.0 < cfg[key] < 1.0:
-            raise TapefitError(f"data.{key}={cfg[key]} must lie strictly between 0 and 1")
-    if cfg.name == "digits":
-        splits = load_digits_splits(cfg.val_fraction, cfg.test_fraction, seed)
-    elif cfg.name == "mnist":
-        splits = load_mnist_splits(cfg.path, cfg.val_fraction, seed)
-    else:
-        raise TapefitError(f"data.name={cfg.name!r} is not an image dataset: use digits or mnist")
-    if cfg.train_limit is not None:
-        splits["train"] = tuple(part[: cfg.train_limit] for part in splits["train"])
+def check_fraction(key: str, value: float) -> float:
+    """A split fraction strictly between 0 and 1, or a one-line error naming `data.<key>`."""
+    if not 0.0 < value < 1.0:
+        raise TapefitError(f"data.{key}={value} must lie strictly between 0 and 1")
+    return value
+
+
+def image_data(
+    splits: dict[str, Split],
+    *,
+    batch_size: int,
+    seed: int,
+    cache: bool = True,
+    train_limit: int | None = None,
+) -> ImageData:
+    """Batched pipelines over `splits` (training reshuffled each epoch from `seed`), optionally
+    keeping only the first `train_limit` training samples."""
+    if train_limit is not None:
+        splits = {**splits, "train": tuple(part[:train_limit] for part in splits["train"])}
     x_train = splits["train"][0]
     pipelines = {
-        name: make_pipeline(
-            arrays, cfg.batch_size, shuffle=name == "train", seed=seed, cache=cfg.cache
-        )
+        name: make_pipeline(arrays, batch_size, shuffle=name == "train", seed=seed, cache=cache)
         for name, arrays in splits.items()
     }
     return ImageData(

@@ -5,13 +5,39 @@ from __future__ import annotations
 import csv
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tapefit.choices import choice_enum, parse_choice
 from tapefit.errors import TapefitError
+
+
+class LabelType(str, Enum):
+    """Pair labels: graded similarity scores or binary same/different."""
+
+    graded = "graded"
+    binary = "binary"
+
+
+class FileFormat(str, Enum):
+    """Pair-file formats; `auto` picks one from the file's extension."""
+
+    auto = "auto"
+    csv = "csv"
+    tsv = "tsv"
+    jsonl = "jsonl"
+
+
+class OnBadLine(str, Enum):
+    """What a malformed line does: stop the run, or be skipped and counted."""
+
+    error = "error"
+    skip = "skip"
+
 
 QUOTING = {
     "minimal": csv.QUOTE_MINIMAL,
@@ -19,23 +45,42 @@ QUOTING = {
     "all": csv.QUOTE_ALL,
     "nonnumeric": csv.QUOTE_NONNUMERIC,
 }
+Quoting = choice_enum("Quoting", QUOTING)
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
 @dataclass
 class PairFileSpec:
-    """How to read one pair file; mirrors the `data=pairs_file` config."""
+    """How to read one pair file. The `data=pairs_file` schema extends this class, so its keys
+    are these fields and are declared nowhere else."""
 
-    format: str = "auto"  # auto | csv | tsv | jsonl
+    format: FileFormat = FileFormat.auto
     text1_column: str = "text1"  # a header name, or a 0-based index when header is false
     text2_column: str = "text2"
     label_column: str = "label"
     header: bool = True
     delimiter: str | None = None  # default: "," for csv, tab for tsv
-    quoting: str = "minimal"  # minimal | none | all | nonnumeric
-    label_range: tuple[float, float] = (0.0, 5.0)
-    label_type: str = "graded"  # graded | binary (labels must then be 0 or 1)
-    on_bad_line: str = "error"  # error | skip
+    quoting: Quoting = Quoting.minimal  # type: ignore[valid-type]
+    label_range: list[float] = field(default_factory=lambda: [0.0, 5.0])
+    label_type: LabelType = LabelType.graded  # binary: labels must be 0 or 1
+    on_bad_line: OnBadLine = OnBadLine.error
+
+    def __post_init__(self) -> None:
+        self.format = parse_choice(FileFormat, self.format, "data.format")
+        self.quoting = parse_choice(Quoting, self.quoting, "data.quoting")
+        self.label_type = parse_choice(LabelType, self.label_type, "data.label_type")
+        self.on_bad_line = parse_choice(OnBadLine, self.on_bad_line, "data.on_bad_line")
+        self.text1_column, self.text2_column, self.label_column = (
+            str(self.text1_column),
+            str(self.text2_column),
+            str(self.label_column),
+        )
+        self.label_range = [float(value) for value in self.label_range]
+
+    @classmethod
+    def from_config(cls, options: Any) -> PairFileSpec:
+        """The spec held by a config node that has (at least) these fields."""
+        return cls(**{spec_field.name: options[spec_field.name] for spec_field in fields(cls)})
 
 
 @dataclass
@@ -51,12 +96,8 @@ class PairRows:
 
 def resolve_format(path: Path, spec: PairFileSpec) -> str:
     """The file's format: as configured, or from its extension when `auto`."""
-    if spec.format != "auto":
-        if spec.format not in ("csv", "tsv", "jsonl"):
-            raise TapefitError(
-                f"data.format={spec.format!r} is unknown: use auto, csv, tsv or jsonl"
-            )
-        return spec.format
+    if spec.format != FileFormat.auto:
+        return spec.format.value
     if path.suffix.lower() not in FORMATS:
         raise TapefitError(
             f"{path}: cannot tell the format from {path.suffix!r}; "
@@ -74,7 +115,7 @@ def _parse_label(raw: Any, spec: PairFileSpec) -> float:
     low, high = spec.label_range
     if not math.isfinite(label) or not low <= label <= high:
         raise ValueError(f"label {label} is outside data.label_range=[{low}, {high}]")
-    if spec.label_type == "binary" and label not in (0.0, 1.0):
+    if spec.label_type == LabelType.binary and label not in (0.0, 1.0):
         raise ValueError(f"label {label} is not 0 or 1 (data.label_type=binary)")
     return label
 
@@ -96,10 +137,9 @@ def _column_index(name: str, header: list[str] | None, path: Path) -> int:
 def _delimited_records(path: Path, kind: str, spec: PairFileSpec):
     """Yield `(line_number, (text1, text2, label) or error)` from a CSV/TSV file."""
     delimiter = spec.delimiter or ("," if kind == "csv" else "\t")
-    if spec.quoting not in QUOTING:
-        raise TapefitError(f"data.quoting={spec.quoting!r} is unknown: use {', '.join(QUOTING)}")
     with path.open(newline="", encoding="utf-8") as file:
-        reader = csv.reader(file, delimiter=delimiter, quoting=QUOTING[spec.quoting], strict=True)
+        quoting = QUOTING[spec.quoting.value]
+        reader = csv.reader(file, delimiter=delimiter, quoting=quoting, strict=True)
         header = None
         if spec.header:
             try:
@@ -160,8 +200,6 @@ def read_pair_file(path: str | Path, spec: PairFileSpec) -> PairRows:
     path = Path(path).expanduser()
     if not path.is_file():
         raise TapefitError(f"pair file {path} does not exist: check data.train_path/test_path")
-    if spec.on_bad_line not in ("error", "skip"):
-        raise TapefitError(f"data.on_bad_line={spec.on_bad_line!r} must be error or skip")
     kind = resolve_format(path, spec)
     records = (
         _jsonl_records(path, spec) if kind == "jsonl" else _delimited_records(path, kind, spec)
@@ -176,7 +214,7 @@ def read_pair_file(path: str | Path, spec: PairFileSpec) -> PairRows:
                 raise ValueError("texts must be strings")
             label = _parse_label(raw_label, spec)
         except ValueError as error:
-            if spec.on_bad_line == "skip":
+            if spec.on_bad_line == OnBadLine.skip:
                 skipped.append(number)
                 continue
             raise TapefitError(

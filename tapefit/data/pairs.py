@@ -1,25 +1,29 @@
-"""Text-pair data as `tf.data` pipelines: `pairs_synthetic` (the default) and `pairs_file`."""
+"""Text-pair data as `tf.data` pipelines: generated pairs and pairs read from files."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from tapefit.data.pair_files import PairFileSpec, read_pair_file
+from tapefit.data.pair_files import LabelType, PairFileSpec, read_pair_file
 from tapefit.data.pipeline import make_pipeline
-from tapefit.data.synthetic_pairs import PairGenerator
+from tapefit.data.synthetic_pairs import (
+    BINARY_RANGE,
+    GRADED_RANGE,
+    PairGenerator,
+    binary_labels,
+)
 from tapefit.errors import TapefitError
 
 Split = tuple[np.ndarray, np.ndarray, np.ndarray]  # texts_a, texts_b, labels
-LABEL_TYPES = ("graded", "binary")
 
 
 @dataclass
 class PairData:
-    """Pipelines of `((texts_a, texts_b), label)` plus the raw splits the metrics need."""
+    """Pipelines of `((texts_a, texts_b), label)` plus the raw splits the metrics need and the
+    facts about the labels that losses need (`label_type`, `label_range`)."""
 
     train: tf.data.Dataset
     val: tf.data.Dataset
@@ -46,15 +50,19 @@ class PairData:
         return np.concatenate([texts_a, texts_b])
 
 
-def synthetic_splits(cfg: Any, seed: int) -> dict[str, Split]:
-    """Disjointly seeded train/val/test pairs from one shared lexicon."""
+def synthetic_splits(
+    sizes: dict[str, int], label_type: str, seed: int
+) -> tuple[dict[str, Split], tuple[float, float]]:
+    """Train/val/test pairs drawn in turn by one seeded generator from one shared lexicon, and
+    the range their labels span."""
+    label_type = LabelType(label_type)
     generator = PairGenerator(seed=seed)
     splits = {}
     for name in ("train", "val", "test"):
-        texts_a, texts_b, graded = generator.pairs(cfg[f"{name}_size"])
-        labels = graded if cfg.label_type == "graded" else (graded >= 2.5).astype("float32")
+        texts_a, texts_b, graded = generator.pairs(sizes[name])
+        labels = graded if label_type == LabelType.graded else binary_labels(graded)
         splits[name] = (texts_a, texts_b, labels)
-    return splits
+    return splits, GRADED_RANGE if label_type == LabelType.graded else BINARY_RANGE
 
 
 def _split_off(split: Split, fraction: float, seed: int) -> tuple[Split, Split]:
@@ -69,66 +77,56 @@ def _split_off(split: Split, fraction: float, seed: int) -> tuple[Split, Split]:
     return tuple(part[rest] for part in split), tuple(part[held] for part in split)
 
 
-def file_splits(cfg: Any, seed: int) -> tuple[dict[str, Split], int]:
-    """Read the configured files; split parts that have no file of their own off train."""
-    if not cfg.train_path:
+def file_splits(
+    paths: dict[str, str | None],
+    spec: PairFileSpec,
+    val_fraction: float,
+    test_fraction: float,
+    seed: int,
+) -> tuple[dict[str, Split], int]:
+    """Read `paths` (`train`, `val`, `test`; only `train` is required); split parts without a
+    file of their own off train. Returns the splits and the number of skipped lines."""
+    if not paths.get("train"):
         raise TapefitError("data=pairs_file needs data.train_path=/path/to/train.{csv,tsv,jsonl}")
-    spec = PairFileSpec(
-        format=cfg.format,
-        text1_column=str(cfg.text1_column),
-        text2_column=str(cfg.text2_column),
-        label_column=str(cfg.label_column),
-        header=cfg.header,
-        delimiter=cfg.delimiter,
-        quoting=cfg.quoting,
-        label_range=tuple(cfg.label_range),
-        label_type=cfg.label_type,
-        on_bad_line=cfg.on_bad_line,
-    )
     splits, skipped = {}, 0
-    for name, key in (("train", "train_path"), ("test", "test_path"), ("val", "validation_path")):
-        if cfg[key]:
-            rows = read_pair_file(cfg[key], spec)
-            splits[name], skipped = (
-                (rows.texts_a, rows.texts_b, rows.labels),
-                skipped + rows.skipped,
-            )
+    for name in ("train", "test", "val"):
+        if paths.get(name):
+            rows = read_pair_file(paths[name], spec)
+            splits[name] = (rows.texts_a, rows.texts_b, rows.labels)
+            skipped += rows.skipped
     if "test" not in splits:
-        splits["train"], splits["test"] = _split_off(splits["train"], cfg.test_fraction, seed)
+        splits["train"], splits["test"] = _split_off(splits["train"], test_fraction, seed)
     if "val" not in splits:
-        splits["train"], splits["val"] = _split_off(splits["train"], cfg.val_fraction, seed + 1)
+        splits["train"], splits["val"] = _split_off(splits["train"], val_fraction, seed + 1)
     return splits, skipped
 
 
-def pair_datasets(cfg: Any, seed: int) -> PairData:
-    """Build the pair pipelines named by `cfg.name` (`pairs_synthetic` or `pairs_file`)."""
-    if cfg.label_type not in LABEL_TYPES:
-        raise TapefitError(f"data.label_type={cfg.label_type!r} must be one of {LABEL_TYPES}")
-    if cfg.name == "pairs_synthetic":
-        splits, skipped = synthetic_splits(cfg, seed), 0
-        label_range = (0.0, 5.0) if cfg.label_type == "graded" else (0.0, 1.0)
-    elif cfg.name == "pairs_file":
-        splits, skipped = file_splits(cfg, seed)
-        label_range = tuple(float(v) for v in cfg.label_range)
-    else:
-        raise TapefitError(
-            f"data.name={cfg.name!r} is not pair data: use pairs_synthetic or pairs_file"
-        )
+def pair_data(
+    splits: dict[str, Split],
+    label_type: str,
+    label_range: tuple[float, float],
+    *,
+    batch_size: int,
+    seed: int,
+    cache: bool = True,
+    skipped_lines: int = 0,
+) -> PairData:
+    """Batched pipelines over `splits` (training reshuffled each epoch from `seed`)."""
     pipelines = {
         name: make_pipeline(
             ((texts_a.astype(str), texts_b.astype(str)), labels),
-            cfg.batch_size,
+            batch_size,
             shuffle=name == "train",
             seed=seed,
-            cache=cfg.cache,
+            cache=cache,
         )
         for name, (texts_a, texts_b, labels) in splits.items()
     }
     return PairData(
         **pipelines,
         splits=splits,
-        label_type=cfg.label_type,
-        label_range=label_range,
+        label_type=LabelType(label_type).value,
+        label_range=(float(label_range[0]), float(label_range[1])),
         sizes={name: len(split[2]) for name, split in splits.items()},
-        skipped_lines=skipped,
+        skipped_lines=skipped_lines,
     )

@@ -14,6 +14,14 @@ import numpy as np
 CONSONANTS = "bdfgklmnprstvz"
 VOWELS = "aeiou"
 FILLERS = ("the", "a", "of", "and", "to", "in", "is", "it", "that", "with")
+# Graded labels span this range (the STS convention); binary labels are 1 from its midpoint up.
+GRADED_RANGE = (0.0, 5.0)
+BINARY_RANGE = (0.0, 1.0)
+
+
+def binary_labels(graded: np.ndarray) -> np.ndarray:
+    """Same (1) when the concept overlap is at least one half, else different (0)."""
+    return (graded >= sum(GRADED_RANGE) / 2).astype("float32")
 
 
 def _make_words(count: int, rng: np.random.Generator) -> list[str]:
@@ -69,7 +77,7 @@ class PairGenerator:
         return " ".join(words)
 
     def pair(self) -> tuple[str, str, float]:
-        """One pair and its graded label in [0, 5]."""
+        """One pair and its graded label in `GRADED_RANGE`."""
         rng = self.rng
         topic = int(rng.integers(0, len(self.topic_of) // self.concepts_per_topic))
         first = self._concepts(topic, int(rng.integers(self.min_concepts, self.max_concepts + 1)))
@@ -80,7 +88,8 @@ class PairGenerator:
         second = kept + fresh
         rng.shuffle(second)
         union = set(first) | set(second)
-        label = 5.0 * len(set(first) & set(second)) / len(union)
+        low, high = GRADED_RANGE
+        label = low + (high - low) * len(set(first) & set(second)) / len(union)
         return self._realise(first, edits=False), self._realise(second, edits=True), label
 
     def pairs(self, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

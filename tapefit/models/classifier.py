@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import Enum
 from typing import Any
 
 import keras
 from keras import layers
 
+from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
 from tapefit.tape_model import TapeModel
 
-ARCHITECTURES = ("cnn", "mlp")
+
+class Architecture(str, Enum):
+    """Classifier bodies: the tutorial CNN or the tutorial MLP."""
+
+    cnn = "cnn"
+    mlp = "mlp"
+
+
 # (filters, number of convolutions) per block of the tutorial CNN; each block ends in BN + pool.
 CNN_BLOCKS = ((16, 1), (32, 2), (64, 3))
 
@@ -74,10 +83,7 @@ class Classifier(TapeModel):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if architecture not in ARCHITECTURES:
-            raise TapefitError(
-                f"model.architecture={architecture!r} is unknown: choose one of {ARCHITECTURES}"
-            )
+        architecture = parse_choice(Architecture, architecture, "model.architecture").value
         if len(image_shape) != 3:
             raise TapefitError(
                 f"Classifier needs images shaped (height, width, channels); got {image_shape}"
@@ -90,7 +96,7 @@ class Classifier(TapeModel):
         self.hidden_units = tuple(int(u) for u in hidden_units)
         body = (
             cnn_layers(self.image_shape, self.dropout, self.bn_momentum)
-            if architecture == "cnn"
+            if architecture == Architecture.cnn
             else mlp_layers(self.hidden_units)
         )
         self.body = keras.Sequential(body, name=f"{architecture}_body")

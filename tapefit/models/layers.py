@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 import keras
 from keras import layers
 
+from tapefit.choices import choice_enum, parse_choice
 from tapefit.errors import TapefitError
 
 RNNS = {"lstm": layers.LSTM, "gru": layers.GRU}
-POOLINGS = ("last", "mean")
+Rnn = choice_enum("Rnn", RNNS)
+
+
+class Pooling(str, Enum):
+    """How a sequence of RNN states becomes one vector."""
+
+    last = "last"  # the final state
+    mean = "mean"  # the masked mean over time
 
 
 @keras.saving.register_keras_serializable(package="tapefit")
@@ -36,10 +45,8 @@ class TextEncoder(layers.Layer):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if rnn not in RNNS:
-            raise TapefitError(f"model.encoder.rnn={rnn!r} is unknown: choose one of {list(RNNS)}")
-        if pooling not in POOLINGS:
-            raise TapefitError(f"model.encoder.pooling={pooling!r} is unknown: choose {POOLINGS}")
+        rnn = parse_choice(Rnn, rnn, "model.encoder.rnn").value
+        pooling = parse_choice(Pooling, pooling, "model.encoder.pooling").value
         if num_layers < 1 or vocab_size < 2:
             raise TapefitError(
                 f"TextEncoder needs num_layers >= 1 and vocab_size >= 2; got {num_layers}, "

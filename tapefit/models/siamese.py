@@ -16,6 +16,7 @@ import tensorflow as tf
 from keras import layers
 
 from tapefit.errors import TapefitError
+from tapefit.losses import pair_cosine
 from tapefit.models.layers import TextEncoder
 from tapefit.tape_model import StepOutput, TapeModel
 
@@ -106,16 +107,20 @@ class SiameseModel(TapeModel):
         vectors = self.encoder(self.tokens(texts), training=training)
         return tf.math.l2_normalize(tf.cast(vectors, tf.float32), axis=-1)
 
+    def embed_pairs(self, texts_a: Any, texts_b: Any, training: bool | None = None) -> tf.Tensor:
+        """Both sides' embeddings stacked to `(batch, 2, dim)`, the form pair losses take."""
+        return tf.stack([self.embed(texts_a, training), self.embed(texts_b, training)], axis=1)
+
     def call(self, inputs: Any, training: bool | None = None) -> tf.Tensor:
         """Cosine similarity of each `(a, b)` pair, shape `(batch,)`."""
         texts_a, texts_b = inputs
-        return tf.reduce_sum(self.embed(texts_a, training) * self.embed(texts_b, training), axis=-1)
+        return pair_cosine(self.embed_pairs(texts_a, texts_b, training))
 
     # -- the tape hook -------------------------------------------------------------------------
     def forward(self, data: Any, training: bool) -> StepOutput:
         """Encode both sides inside the tape; the loss sees the stacked pair embeddings."""
         (texts_a, texts_b), labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        pair = tf.stack([self.embed(texts_a, training), self.embed(texts_b, training)], axis=1)
+        pair = self.embed_pairs(texts_a, texts_b, training)
         if getattr(self.loss, "uses_text_ids", False):
             targets = tf.stack([text_fingerprint(texts_a), text_fingerprint(texts_b)], axis=1)
         elif labels is None:
@@ -129,8 +134,7 @@ class SiameseModel(TapeModel):
             sample_weight=sample_weight,
             training=training,
         )
-        cosine = tf.reduce_sum(pair[:, 0] * pair[:, 1], axis=-1)
-        return StepOutput(loss, labels, cosine, sample_weight)
+        return StepOutput(loss, labels, pair_cosine(pair), sample_weight)
 
     # -- use -------------------------------------------------------------------------------------
     def encode(self, texts: Sequence[Any], batch_size: int = 256) -> np.ndarray:
@@ -148,7 +152,7 @@ class SiameseModel(TapeModel):
             raise TapefitError(
                 f"similarity needs equal lengths; got {len(texts_a)}, {len(texts_b)}"
             )
-        return np.sum(self.encode(texts_a) * self.encode(texts_b), axis=-1)
+        return pair_cosine(np.stack([self.encode(texts_a), self.encode(texts_b)], axis=1)).numpy()
 
     def get_config(self) -> dict:
         """Vocabulary and encoder settings: a `.keras` file reloads with no custom code."""

@@ -1,0 +1,34 @@
+"""Hydra composition: every schema in the ConfigStore (the shared ones of `config.py` and each
+family's), then `conf/` composed as the CLI would."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+
+from tapefit.config import SCHEMAS, config_dir
+from tapefit.tasks import FAMILIES
+
+
+def register_schemas() -> None:
+    """Store the shared schemas and every registered family's in Hydra's ConfigStore
+    (idempotent)."""
+    store = ConfigStore.instance()
+    stored = dict(SCHEMAS)
+    for task in FAMILIES.values():
+        stored.update(task.schemas())
+    for (group, name), node in stored.items():
+        store.store(group=group, name=name, node=node)
+
+
+def compose(overrides: list[str] | None = None, config_name: str = "config") -> Any:
+    """Compose the config tree as `python -m tapefit` would, for notebooks and tests."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    register_schemas()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        return hydra_compose(config_name=config_name, overrides=list(overrides or []))

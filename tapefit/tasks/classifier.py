@@ -1,0 +1,90 @@
+"""The image-classifier family: digits and MNIST -> `Classifier` (CNN or MLP), cross-entropy,
+accuracy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import keras
+from omegaconf import MISSING
+
+from tapefit.data.images import (
+    ImageData,
+    image_data,
+    load_digits_splits,
+    load_mnist_splits,
+)
+from tapefit.models.classifier import Architecture, Classifier
+from tapefit.tasks.base import Dataset, Task, register
+
+
+@dataclass
+class ImageDataConfig:
+    """`data=digits` / `data=mnist`."""
+
+    name: str = MISSING  # set by each conf/data/<name>.yaml
+    path: str | None = None  # mnist: a local mnist.npz; null downloads through keras.datasets
+    batch_size: int = 32
+    val_fraction: float = 0.15
+    test_fraction: float = 0.2  # digits only: MNIST ships its own test split
+    train_limit: int | None = None  # keep only the first N training samples (quick runs)
+    cache: bool = True
+
+
+@dataclass
+class ClassifierConfig:
+    """`model=classifier`."""
+
+    name: str = "classifier"
+    architecture: Architecture = Architecture.cnn
+    dropout: float = 0.5
+    # 0.9 rather than Keras' 0.99: small datasets give a few hundred steps, too few for 0.99.
+    bn_momentum: float = 0.9
+    hidden_units: list[int] = field(default_factory=lambda: [64, 64])
+
+
+def _pipelines(splits: dict, options: Any, seed: int) -> ImageData:
+    return image_data(
+        splits,
+        batch_size=options.batch_size,
+        seed=seed,
+        cache=options.cache,
+        train_limit=options.train_limit,
+    )
+
+
+def load_digits(options: Any, seed: int) -> ImageData:
+    """scikit-learn's bundled digits, split as `options` says."""
+    splits = load_digits_splits(options.val_fraction, options.test_fraction, seed)
+    return _pipelines(splits, options, seed)
+
+
+def load_mnist(options: Any, seed: int) -> ImageData:
+    """MNIST from keras.datasets or `options.path`."""
+    return _pipelines(load_mnist_splits(options.path, options.val_fraction, seed), options, seed)
+
+
+@register
+class ClassifierTask(Task):
+    """Images -> class probabilities, sparse categorical cross-entropy, accuracy."""
+
+    name = "classifier"
+    model_schema = ClassifierConfig
+    datasets: ClassVar[dict[str, Dataset]] = {
+        "digits": Dataset(ImageDataConfig, load_digits),
+        "mnist": Dataset(ImageDataConfig, load_mnist),
+    }
+
+    def model(self, cfg: Any, data: ImageData) -> keras.Model:
+        return Classifier(
+            image_shape=data.image_shape,
+            num_classes=data.num_classes,
+            architecture=cfg.model.architecture,
+            dropout=cfg.model.dropout,
+            bn_momentum=cfg.model.bn_momentum,
+            hidden_units=list(cfg.model.hidden_units),
+        )
+
+    def compile_arguments(self, cfg: Any, data: ImageData) -> dict[str, Any]:
+        return {"loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"]}

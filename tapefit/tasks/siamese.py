@@ -1,0 +1,171 @@
+"""The Siamese family: text pairs -> `SiameseModel` (cosine of a shared encoder), a pair loss,
+whole-split correlation or AUC metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import keras
+from omegaconf import MISSING, OmegaConf
+
+from tapefit.data.pair_files import LabelType, PairFileSpec
+from tapefit.data.pairs import PairData, file_splits, pair_data, synthetic_splits
+from tapefit.errors import TapefitError
+from tapefit.losses import PairLoss, losses_for_labels, make_pair_loss
+from tapefit.metrics import SplitMetrics, pair_metrics
+from tapefit.models.layers import Pooling, Rnn
+from tapefit.models.siamese import SiameseModel
+from tapefit.outputs import plot_similarity
+from tapefit.tasks.base import Dataset, Task, register
+
+
+@dataclass
+class PairDataConfig:
+    """Keys every pair dataset has."""
+
+    name: str = MISSING  # set by each conf/data/<name>.yaml
+    label_type: LabelType = LabelType.graded
+    batch_size: int = 64
+    sequence_length: int = 16  # tokens per text after vectorisation (padded or cut)
+    max_tokens: int | None = 20000  # vocabulary size cap, adapted on the training texts
+    cache: bool = True
+
+
+@dataclass
+class SyntheticPairsConfig(PairDataConfig):
+    """`data=pairs_synthetic`: generated pairs, graded label = 5 * concept overlap."""
+
+    train_size: int = 8000
+    val_size: int = 500
+    test_size: int = 500
+
+
+@dataclass
+class PairFilesConfig(PairFileSpec, PairDataConfig):
+    """`data=pairs_file`: the reading options of `PairFileSpec` plus paths and split fractions;
+    missing val/test parts are split off train."""
+
+    sequence_length: int = 32
+    train_path: str | None = None
+    validation_path: str | None = None
+    test_path: str | None = None
+    val_fraction: float = 0.1
+    test_fraction: float = 0.1
+
+
+@dataclass
+class EncoderConfig:
+    """The shared text encoder (`tapefit.models.layers.TextEncoder`)."""
+
+    embedding_dim: int = 100
+    rnn: Rnn = Rnn.lstm  # type: ignore[valid-type]
+    units: int = 64
+    num_layers: int = 1
+    bidirectional: bool = False
+    pooling: Pooling = Pooling.last
+    recurrent_dropout: float = 0.1
+    mask_padding: bool = True
+
+
+@dataclass
+class PairLossConfig:
+    """The pair loss and its options (each loss reads only its own)."""
+
+    name: PairLoss = PairLoss.cosine_mse  # type: ignore[valid-type]
+    target_range: list[float] = field(default_factory=lambda: [0.0, 1.0])  # cosine_mse
+    margin: float = 0.5  # contrastive
+    scale: float = 20.0  # in_batch_negatives
+
+
+@dataclass
+class SiameseConfig:
+    """`model=siamese`."""
+
+    name: str = "siamese"
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    loss: PairLossConfig = field(default_factory=PairLossConfig)
+
+
+def load_synthetic_pairs(options: Any, seed: int) -> PairData:
+    """Generated pairs of the configured sizes."""
+    sizes = {name: options[f"{name}_size"] for name in ("train", "val", "test")}
+    splits, label_range = synthetic_splits(sizes, options.label_type, seed)
+    return pair_data(
+        splits,
+        options.label_type,
+        label_range,
+        batch_size=options.batch_size,
+        seed=seed,
+        cache=options.cache,
+    )
+
+
+def load_pair_files(options: Any, seed: int) -> PairData:
+    """Pairs read from the configured files."""
+    spec = PairFileSpec.from_config(options)
+    paths = {
+        "train": options.train_path,
+        "val": options.validation_path,
+        "test": options.test_path,
+    }
+    splits, skipped = file_splits(paths, spec, options.val_fraction, options.test_fraction, seed)
+    return pair_data(
+        splits,
+        spec.label_type,
+        tuple(spec.label_range),
+        batch_size=options.batch_size,
+        seed=seed,
+        cache=options.cache,
+        skipped_lines=skipped,
+    )
+
+
+LABEL_WORDS = {LabelType.graded.value: "graded", LabelType.binary.value: "binary 0/1"}
+
+
+@register
+class SiameseTask(Task):
+    """Text pairs -> cosine similarity, a pair loss, whole-split correlation or AUC metrics."""
+
+    name = "siamese"
+    model_schema = SiameseConfig
+    datasets: ClassVar[dict[str, Dataset]] = {
+        "pairs_synthetic": Dataset(SyntheticPairsConfig, load_synthetic_pairs),
+        "pairs_file": Dataset(PairFilesConfig, load_pair_files),
+    }
+
+    def model(self, cfg: Any, data: PairData) -> keras.Model:
+        return SiameseModel.from_texts(
+            data.training_texts(),
+            sequence_length=cfg.data.sequence_length,
+            max_tokens=cfg.data.max_tokens,
+            encoder=OmegaConf.to_container(cfg.model.encoder, enum_to_str=True),
+        )
+
+    def compile_arguments(self, cfg: Any, data: PairData) -> dict[str, Any]:
+        options = OmegaConf.to_container(cfg.model.loss, enum_to_str=True)
+        name = options.pop("name")
+        loss = make_pair_loss(name, label_range=data.label_range, **options)
+        if loss.label_type not in (None, data.label_type):
+            others = losses_for_labels(data.label_type)
+            raise TapefitError(
+                f"loss={name} needs {LABEL_WORDS[loss.label_type]} labels: set "
+                f"data.label_type={loss.label_type}, or use model.loss.name={others[0]} for "
+                f"{data.label_type} labels"
+            )
+        return {"loss": loss}
+
+    def callbacks(self, cfg: Any, data: PairData) -> list[keras.callbacks.Callback]:
+        labels = data.splits["val"][2]
+        return [SplitMetrics(data.inputs("val"), labels, data.label_type, prefix="val_")]
+
+    def report(self, model: keras.Model, data: PairData, run_dir: Path) -> dict[str, Any]:
+        scores = model.predict(data.inputs("test"), verbose=0)
+        gold = data.splits["test"][2]
+        plot_similarity(scores, gold, data.label_type, run_dir / "similarity.png")
+        metrics = pair_metrics(scores, gold, data.label_type)
+        report = {f"test_{name}": value for name, value in metrics.items()}
+        report["skipped_lines"] = data.skipped_lines
+        return report
