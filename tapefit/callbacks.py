@@ -9,6 +9,7 @@ import keras
 
 from tapefit.config import MonitorMode
 from tapefit.errors import TapefitError
+from tapefit.step_monitor import StepTelemetry
 
 MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
 # Metrics where higher is better; Keras' mode="auto" guesses "min" for names it does not know.
@@ -92,6 +93,14 @@ def build_callbacks(cfg: Any, run_dir: Path) -> list[keras.callbacks.Callback]:
                 factor=plateau.factor,
                 patience=plateau.patience,
                 min_lr=plateau.min_lr,
+            )
+        )
+    if cfg.step_telemetry.enabled:
+        callbacks.append(
+            StepTelemetry(
+                run_dir / "tensorboard",
+                every_n_steps=cfg.step_telemetry.every_n_steps,
+                csv_path=run_dir / "steps.csv",
             )
         )
     if cfg.csv_logger.enabled:

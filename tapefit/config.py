@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from tapefit.errors import TapefitError
+from tapefit.step_tools import OnMissingGradients, OnNonFinite
 
 
 class Precision(str, Enum):
@@ -59,8 +60,9 @@ class OptimizerConfig:
     learning_rate: float = 1e-3
     weight_decay: float | None = None
     momentum: float | None = None
-    clipnorm: float | None = None
-    global_clipnorm: float | None = None
+    clipnorm: float | None = None  # clip each gradient to this norm
+    global_clipnorm: float | None = None  # clip all gradients together to this global norm
+    clipvalue: float | None = None  # clip every gradient element to [-clipvalue, clipvalue]
 
 
 @dataclass
@@ -78,6 +80,13 @@ class TrainerConfig:
     strategy: Strategy = Strategy.default
     deterministic: bool = False  # TF op determinism: reproducible, slower
     save_model: bool = True
+    # The tape step's policies (TapeModel.compile): what a NaN/inf step does, what a variable
+    # without a gradient does, which variables may have none (fnmatch patterns of their paths).
+    on_nonfinite: OnNonFinite = OnNonFinite.stop
+    on_missing_gradients: OnMissingGradients = OnMissingGradients.error
+    allow_missing_gradients: list[str] = field(default_factory=list)
+    # Average the gradients of k batches before each update (Keras optimizers' own support).
+    gradient_accumulation_steps: int | None = None
 
 
 @dataclass
@@ -135,6 +144,16 @@ class CSVLoggerConfig:
 
 
 @dataclass
+class StepTelemetryConfig:
+    """tapefit's StepTelemetry: gradient norm, learning rate, loss scale and skipped steps every
+    N optimizer steps, to TensorBoard (`tensorboard/train`, tags `step/...`) and `steps.csv`."""
+
+    enabled: bool = True
+    every_n_steps: int = 10
+    histograms: bool = False  # also every gradient as a TensorBoard histogram
+
+
+@dataclass
 class CallbacksConfig:
     """Keras callbacks built from config; files they write land in the run directory."""
 
@@ -143,6 +162,7 @@ class CallbacksConfig:
     model_checkpoint: ModelCheckpointConfig = field(default_factory=ModelCheckpointConfig)
     reduce_lr_on_plateau: ReduceLROnPlateauConfig = field(default_factory=ReduceLROnPlateauConfig)
     csv_logger: CSVLoggerConfig = field(default_factory=CSVLoggerConfig)
+    step_telemetry: StepTelemetryConfig = field(default_factory=StepTelemetryConfig)
 
 
 @dataclass

@@ -8,13 +8,26 @@ import keras
 
 from tapefit.errors import TapefitError
 
-OPTIONAL_KEYS = ("weight_decay", "momentum", "clipnorm", "global_clipnorm")
+OPTIONAL_KEYS = ("weight_decay", "momentum", "clipnorm", "global_clipnorm", "clipvalue")
 
 
-def build_optimizer(cfg: Any) -> keras.optimizers.Optimizer:
-    """A `keras.optimizers` instance named by `cfg.name`; options left null keep Keras' defaults."""
+def build_optimizer(
+    cfg: Any, gradient_accumulation_steps: int | None = None
+) -> keras.optimizers.Optimizer:
+    """A `keras.optimizers` instance named by `cfg.name`; options left null keep Keras' defaults.
+
+    `gradient_accumulation_steps` k > 1 makes the optimizer average k batches' gradients and
+    update once every k steps (Keras' own accumulation).
+    """
     options = {"learning_rate": cfg.learning_rate}
     options.update({key: cfg[key] for key in OPTIONAL_KEYS if cfg.get(key) is not None})
+    if gradient_accumulation_steps is not None and gradient_accumulation_steps < 1:
+        raise TapefitError(
+            f"trainer.gradient_accumulation_steps={gradient_accumulation_steps} must be null "
+            "(off) or a number of batches >= 1"
+        )
+    if gradient_accumulation_steps is not None and gradient_accumulation_steps > 1:
+        options["gradient_accumulation_steps"] = int(gradient_accumulation_steps)
     try:
         return keras.optimizers.get({"class_name": cfg.name, "config": options})
     except (ValueError, TypeError) as error:

@@ -1,16 +1,38 @@
 """TapeModel: a `keras.Model` whose train and test steps are explicit `tf.GradientTape` code.
 
 The step is written once, in the order of Keras' own TensorFlow step, so it reproduces `fit()`
-exactly; subclasses change only `forward` (one batch -> loss and what the metrics need).
+exactly; subclasses change only `forward` (one batch -> loss and what the metrics need), or
+write their own `train_step` with the helpers `apply_tape_gradients` and `apply_gradients`.
+
+The loss contract: every loss a step differentiates is written **as on one device** (the mean
+over the batch the replica sees). TapeModel divides it by the replica count under
+`tf.distribute` and multiplies it by the loss scale under `mixed_float16` when it takes the
+gradient, and reports it un-scaled.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import keras
 import tensorflow as tf
+
+from tapefit.choices import parse_choice
+from tapefit.errors import TapefitError
+from tapefit.step_tools import (
+    GradientTelemetry,
+    OnMissingGradients,
+    OnNonFinite,
+    StepState,
+    all_finite,
+    apply_if,
+    checked_loss,
+    drop_missing_gradients,
+    is_loss_scaled,
+    same_on_every_replica,
+)
 
 
 class StepOutput(NamedTuple):
@@ -22,12 +44,9 @@ class StepOutput(NamedTuple):
     sample_weight: Any = None
 
 
-def unscale_loss_for_distribution(loss: Any) -> Any:
-    """Undo the 1/replicas scaling Keras losses apply under `tf.distribute`, for reporting."""
-    replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    if replicas > 1:
-        loss = loss * tf.cast(replicas, loss.dtype)
-    return loss
+def replicas_in_sync() -> int:
+    """How many replicas the current `tf.distribute` strategy runs (1 outside any)."""
+    return tf.distribute.get_strategy().num_replicas_in_sync
 
 
 def batch_size_of(x: Any) -> Any:
@@ -84,13 +103,131 @@ class TapeModel(keras.Model):
             )
         return self.network(inputs, training=training)
 
-    # -- the hook ---------------------------------------------------------------------------
+    # -- compile: several optimizers and the step's policies --------------------------------
+    def compile(
+        self,
+        optimizer: Any = "rmsprop",
+        loss: Any = None,
+        *,
+        on_missing_gradients: str = "error",
+        allow_missing_gradients: Sequence[str] = (),
+        on_nonfinite: str = "ignore",
+        gradient_telemetry: str = "off",
+        **kwargs: Any,
+    ) -> None:
+        """`keras.Model.compile`, plus:
+
+        Args:
+            optimizer: one optimizer, or a dict `{name: optimizer}` for steps that update parts
+                of the model separately (the first is `self.optimizer`, which counts steps).
+            on_missing_gradients: `error` (default) or `warn` when a variable gets no gradient.
+            allow_missing_gradients: variable paths (fnmatch patterns) allowed to get none.
+            on_nonfinite: `ignore` (Keras' behaviour), `skip` or `stop` for NaN/inf steps.
+            gradient_telemetry: `off`, `norm` or `histograms`: what `StepTelemetry` can read.
+        """
+        named = dict(optimizer) if isinstance(optimizer, dict) else {"optimizer": optimizer}
+        if not named:
+            raise TapefitError("compile(optimizer={}) names no optimizer: give at least one")
+        names = list(named)
+        super().compile(optimizer=named[names[0]], loss=loss, **kwargs)
+        extra = {name: keras.optimizers.get(named[name]) for name in names[1:]}
+        if self.dtype_policy.name == "mixed_float16":
+            extra = {
+                name: o if is_loss_scaled(o) else keras.optimizers.LossScaleOptimizer(o)
+                for name, o in extra.items()
+            }
+        self._optimizer_names = names
+        self.extra_optimizers = extra
+        self.on_missing_gradients = parse_choice(
+            OnMissingGradients, on_missing_gradients, "on_missing_gradients"
+        )
+        self.allow_missing_gradients = [str(pattern) for pattern in allow_missing_gradients]
+        self.on_nonfinite = parse_choice(OnNonFinite, on_nonfinite, "on_nonfinite")
+        self.gradient_telemetry = parse_choice(
+            GradientTelemetry, gradient_telemetry, "gradient_telemetry"
+        )
+        keep = self.gradient_telemetry == GradientTelemetry.histograms
+        self.step_state = StepState(self.trainable_variables if keep else (), keep_gradients=keep)
+        self._compile_config.config.update(
+            optimizer=named if len(named) > 1 else named[names[0]],
+            on_missing_gradients=self.on_missing_gradients.value,
+            allow_missing_gradients=self.allow_missing_gradients,
+            on_nonfinite=self.on_nonfinite.value,
+            gradient_telemetry=self.gradient_telemetry.value,
+        )
+
+    @property
+    def optimizers(self) -> dict[str, keras.optimizers.Optimizer]:
+        """Every optimizer by name (`{"optimizer": self.optimizer}` for a single one)."""
+        names = getattr(self, "_optimizer_names", ["optimizer"])
+        return {names[0]: self.optimizer, **getattr(self, "extra_optimizers", {})}
+
+    def get_optimizer(self, name: str | None = None) -> keras.optimizers.Optimizer:
+        """The optimizer called `name` (`None`: `self.optimizer`)."""
+        if name is None:
+            return self.optimizer
+        optimizers = self.optimizers
+        if name not in optimizers:
+            raise TapefitError(
+                f"no optimizer named {name!r}: compile(optimizer={{...}}) named "
+                f"{', '.join(optimizers)}"
+            )
+        return optimizers[name]
+
+    def get_compile_config(self) -> dict:
+        """Keras' compile config plus which variables each optimizer updates, as positions in
+        `trainable_variables` (layer names are not stable across instances), for reloading."""
+        config = super().get_compile_config()
+        if config:
+            position = {id(v): i for i, v in enumerate(self.trainable_variables)}
+            updated = {
+                name: [
+                    position.get(id(v))
+                    for v in getattr(o, "inner_optimizer", o)._trainable_variables
+                ]
+                for name, o in self.optimizers.items()
+                if o.built
+            }
+            config["optimizer_variables"] = {
+                name: indices for name, indices in updated.items() if None not in indices
+            }
+        return config
+
+    def compile_from_config(self, config: dict) -> None:
+        """Recompile from a `.keras` file and build every optimizer on the variables it had,
+        so all optimizer states reload."""
+        config = dict(config)
+        positions = config.pop("optimizer_variables", {})
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        variables = self.trainable_variables
+        for name, optimizer in self.optimizers.items():
+            indices = positions.get(name, [])
+            if indices and max(indices) < len(variables):
+                optimizer.build([variables[i] for i in indices])
+
+    # -- the loss ------------------------------------------------------------------------
+    def compute_loss(
+        self,
+        x: Any = None,
+        y: Any = None,
+        y_pred: Any = None,
+        sample_weight: Any = None,
+        training: bool = True,
+    ) -> Any:
+        """Keras' compiled loss plus `self.losses`, as on one device (Keras divides it by the
+        replica count under `tf.distribute`; TapeModel's step does that for every loss)."""
+        loss = super().compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
+        )
+        replicas = replicas_in_sync()
+        return loss * tf.cast(replicas, loss.dtype) if replicas > 1 else loss
+
     def forward(self, data: Any, training: bool) -> StepOutput:
         """Map one batch to its loss (and y, y_pred, sample_weight for the metrics).
 
         Runs inside the tape during training, so everything that must be differentiated belongs
-        here. The default is Keras' own: `self(x)` then `compute_loss` (compiled loss plus
-        `self.losses`).
+        here. Return the loss as on one device: a float scalar, the mean over this batch. The
+        default is Keras' own: `self(x)` then `compute_loss` (compiled loss plus `self.losses`).
         """
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         y_pred = self(x, training=training)
@@ -101,23 +238,89 @@ class TapeModel(keras.Model):
 
     # -- public helpers for subclasses that write their own train_step ----------------------
     def track_loss(self, loss: Any, x: Any) -> None:
-        """Add a batch's loss to the running `loss` metric, weighted by its batch size."""
-        if self._loss_tracker is not None:
-            self._loss_tracker.update_state(
-                unscale_loss_for_distribution(loss), sample_weight=batch_size_of(x)
-            )
+        """Add a batch's loss (as on one device) to the running `loss` metric; with
+        `on_nonfinite` `skip` or `stop`, a NaN/inf loss is left out as its step is."""
+        if self._loss_tracker is None:
+            return
+        weight = batch_size_of(x)
+        if getattr(self, "on_nonfinite", OnNonFinite.ignore) != OnNonFinite.ignore:
+            finite = tf.math.is_finite(loss)
+            loss = tf.where(finite, loss, tf.zeros_like(loss))
+            weight = weight * tf.cast(finite, weight.dtype)
+        self._loss_tracker.update_state(loss, sample_weight=weight)
+
+    def gradient_scale(self, optimizer: str | None = None) -> Any:
+        """What the gradient of a one-device loss is multiplied by before `optimizer` sees it:
+        1/replicas under `tf.distribute`, times the loss scale under `mixed_float16` (None: 1)."""
+        replicas, scaled = replicas_in_sync(), is_loss_scaled(self.get_optimizer(optimizer))
+        if replicas == 1 and not scaled:
+            return None
+        factor = tf.constant(1.0 / replicas, tf.float32)
+        return self.get_optimizer(optimizer).scale_loss(factor) if scaled else factor
 
     def apply_tape_gradients(
-        self, tape: tf.GradientTape, scaled_loss: Any, variables: list | None = None
+        self,
+        tape: tf.GradientTape,
+        loss: Any,
+        variables: Sequence[Any] | None = None,
+        optimizer: str | None = None,
     ) -> list:
-        """Differentiate `scaled_loss` and let the optimizer apply (and unscale) the gradients."""
-        variables = self.trainable_weights if variables is None else variables
+        """Differentiate `loss` (as on one device) with respect to `variables` (default: all
+        trainable ones) and apply the gradients with the optimizer called `optimizer`.
+
+        Scaling for `tf.distribute` and mixed precision happens here; returns the gradients as
+        the optimizer received them.
+        """
+        variables = list(self.trainable_weights if variables is None else variables)
         if not variables:
             warnings.warn("The model does not have any trainable weights.", stacklevel=2)
             return []
-        gradients = tape.gradient(scaled_loss, variables)
-        self.optimizer.apply_gradients(zip(gradients, variables, strict=True))
+        loss = checked_loss(loss, "the loss given to apply_tape_gradients")
+        scale = self.gradient_scale(optimizer)
+        gradients = tape.gradient(loss, variables, output_gradients=scale)
+        self._apply(gradients, variables, optimizer, scale, loss_finite=tf.math.is_finite(loss))
         return gradients
+
+    def apply_gradients(
+        self, gradients: Sequence[Any], variables: Sequence[Any], optimizer: str | None = None
+    ) -> None:
+        """Apply gradients of a one-device loss that were computed already (accumulation,
+        gradient surgery), with the same scaling and checks as `apply_tape_gradients`."""
+        scale = self.gradient_scale(optimizer)
+        if scale is not None:
+            gradients = [None if g is None else g * tf.cast(scale, g.dtype) for g in gradients]
+        self._apply(list(gradients), list(variables), optimizer, scale, loss_finite=None)
+
+    def _apply(
+        self, gradients: list, variables: list, name: str | None, scale: Any, loss_finite: Any
+    ) -> None:
+        policy = getattr(self, "on_missing_gradients", OnMissingGradients.error)
+        allowed = getattr(self, "allow_missing_gradients", [])
+        gradients, variables = drop_missing_gradients(gradients, variables, policy, allowed)
+        optimizer = self.get_optimizer(name)
+        state: StepState | None = getattr(self, "step_state", None)
+        if state is not None and self.gradient_telemetry != GradientTelemetry.off:
+            state.record_gradients(gradients, variables, scale)
+        guard = getattr(self, "on_nonfinite", OnNonFinite.ignore)
+        if guard == OnNonFinite.ignore or state is None:
+            optimizer.apply(gradients, variables)
+            return
+        # Under loss scaling, overflowing gradients are the LossScaleOptimizer's to skip (it
+        # halves the scale); the guard then only skips steps whose loss itself is not finite.
+        if is_loss_scaled(optimizer):
+            finite = loss_finite if loss_finite is not None else tf.constant(True)
+        else:
+            finite = all_finite(gradients)
+            if loss_finite is not None:
+                finite = tf.logical_and(finite, loss_finite)
+        if not optimizer.built:
+            optimizer.build(variables)  # not inside the cond: variables are made once
+        step = self.optimizer.iterations
+
+        def skip() -> None:
+            state.record_skip(step)
+
+        apply_if(same_on_every_replica(finite), optimizer.apply, skip, args=(gradients, variables))
 
     # -- the steps --------------------------------------------------------------------------
     def train_step(self, data: Any) -> dict:
@@ -125,16 +328,16 @@ class TapeModel(keras.Model):
         x = keras.utils.unpack_x_y_sample_weight(data)[0]
         with tf.GradientTape() as tape:
             out = self.forward(data, training=True)
-            self.track_loss(out.loss, x)
-            scaled_loss = self.optimizer.scale_loss(out.loss)
-        self.apply_tape_gradients(tape, scaled_loss)
+            loss = checked_loss(out.loss)
+            self.track_loss(loss, x)
+        self.apply_tape_gradients(tape, loss)
         return self.compute_metrics(x, out.y, out.y_pred, sample_weight=out.sample_weight)
 
     def test_step(self, data: Any) -> dict:
         """One evaluation step: the same forward pass without the tape."""
         x = keras.utils.unpack_x_y_sample_weight(data)[0]
         out = self.forward(data, training=False)
-        self.track_loss(out.loss, x)
+        self.track_loss(checked_loss(out.loss), x)
         return self.compute_metrics(x, out.y, out.y_pred, sample_weight=out.sample_weight)
 
     # -- saving -----------------------------------------------------------------------------

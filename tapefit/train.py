@@ -17,7 +17,21 @@ from tapefit.callbacks import build_callbacks
 from tapefit.optimizers import build_optimizer
 from tapefit.outputs import plot_curves, save_model, to_builtin, write_json
 from tapefit.runtime import jit_compile_argument, make_strategy, seed_everything, set_precision
+from tapefit.step_monitor import NonFiniteGuard
 from tapefit.tasks import task_for
+
+
+def step_policies(cfg: Any) -> dict[str, Any]:
+    """TapeModel.compile's step options from `cfg.trainer` and `cfg.callbacks.step_telemetry`."""
+    telemetry = cfg.callbacks.step_telemetry
+    return {
+        "on_nonfinite": cfg.trainer.on_nonfinite,
+        "on_missing_gradients": cfg.trainer.on_missing_gradients,
+        "allow_missing_gradients": list(cfg.trainer.allow_missing_gradients),
+        "gradient_telemetry": (
+            "off" if not telemetry.enabled else "histograms" if telemetry.histograms else "norm"
+        ),
+    }
 
 
 def prepare(cfg: Any) -> tf.distribute.Strategy:
@@ -44,10 +58,11 @@ def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.
     with strategy.scope():
         model = task.model(cfg, data)
         model.compile(
-            optimizer=build_optimizer(cfg.optimizer),
+            optimizer=build_optimizer(cfg.optimizer, cfg.trainer.gradient_accumulation_steps),
             steps_per_execution=cfg.trainer.steps_per_execution,
             jit_compile=jit_compile_argument(cfg.trainer.jit_compile),
             run_eagerly=cfg.trainer.run_eagerly,
+            **step_policies(cfg),
             **task.compile_arguments(cfg, data),
         )
     return model
@@ -62,6 +77,8 @@ def fit(
 ) -> keras.callbacks.History:
     """`model.fit` on the data with the family's callbacks, the configured ones and `extra`."""
     callbacks = task_for(cfg).callbacks(cfg, data) + build_callbacks(cfg.callbacks, run_dir)
+    if cfg.trainer.on_nonfinite != "ignore":
+        callbacks.insert(0, NonFiniteGuard())
     return model.fit(
         data.train,
         validation_data=data.val,

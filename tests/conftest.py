@@ -32,3 +32,12 @@ def compose():
     from tapefit.composition import compose as compose_config
 
     return compose_config
+
+
+@pytest.fixture(scope="session")
+def mirrored_strategy():
+    """One MirroredStrategy over the two logical CPUs for the whole session: separate instances
+    in one process reuse collective instance keys and abort each other's all-reduces."""
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    assert strategy.num_replicas_in_sync == 2
+    return strategy

@@ -1,5 +1,6 @@
 """Test helpers shared by several test modules."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -36,3 +37,12 @@ def scalar_tags(log_dir: Path) -> dict[str, list[float]]:
                 )
                 scalars.setdefault(value.tag, []).append(float(number))
     return scalars
+
+
+def load_experiment(name: str):
+    """Import `experiments/<name>.py` as a module (the scripts are user code, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and Keras registration look the module up
+    spec.loader.exec_module(module)
+    return module

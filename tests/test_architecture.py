@@ -20,8 +20,8 @@ PACKAGE = Path(tapefit.__file__).resolve().parent
 # Lower layers never import higher ones (README, "Architecture").
 LAYERS = [
     {"errors", "choices", "backend"},
-    {"tape_model"},
-    {"models", "losses", "metrics", "data", "gradcheck", "outputs"},
+    {"tape_model", "step_tools"},
+    {"models", "losses", "metrics", "data", "gradcheck", "outputs", "step_monitor"},
     {"config"},
     {"runtime", "callbacks", "optimizers"},
     {"tasks"},

@@ -69,6 +69,10 @@ def test_overrides_apply(compose):
         ("experiment=siamese data=pairs_file data.quoting=some", "quoting"),
         ("experiment=siamese data=pairs_file data.format=xlsx", "format"),
         ("experiment=siamese data=pairs_file data.on_bad_line=warn", "on_bad_line"),
+        ("trainer.on_nonfinite=explode", "on_nonfinite"),
+        ("trainer.on_missing_gradients=shrug", "on_missing_gradients"),
+        ("trainer.gradient_accumulation_steps=two", "gradient_accumulation_steps"),
+        ("callbacks.step_telemetry.every_n_steps=often", "every_n_steps"),
         ("experiment=nope", "nope"),
     ],
 )

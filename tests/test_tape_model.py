@@ -64,7 +64,9 @@ def train_both(regulariser=False, sample_weights=False, strategy=None, **compile
     return results
 
 
-def assert_same_training(results, atol=1e-6):
+def assert_same_training(results, atol=0.0):
+    # Bitwise (atol 0) everywhere, also under XLA, MirroredStrategy and mixed_float16: both
+    # steps run the same ops in the same order, so any difference is a real deviation.
     (builtin, builtin_history), (tape, tape_history) = results
     assert isinstance(tape, TapeModel) and not isinstance(builtin, TapeModel)
     assert len(builtin.weights) == len(tape.weights)
@@ -89,15 +91,13 @@ def test_fidelity_with_sample_weights_and_regularisation_loss():
 
 
 def test_fidelity_with_steps_per_execution_and_jit_compile():
-    assert_same_training(train_both(steps_per_execution=3), atol=1e-6)
-    assert_same_training(train_both(jit_compile=True), atol=1e-5)
+    assert_same_training(train_both(steps_per_execution=3))
+    assert_same_training(train_both(jit_compile=True))
 
 
-def test_fidelity_under_mirrored_strategy_on_two_logical_cpus():
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    assert strategy.num_replicas_in_sync == 2
-    results = train_both(strategy=strategy)
-    assert_same_training(results, atol=1e-5)
+def test_fidelity_under_mirrored_strategy_on_two_logical_cpus(mirrored_strategy):
+    results = train_both(strategy=mirrored_strategy)
+    assert_same_training(results)
 
 
 def test_mixed_float16_scales_the_loss_like_keras():
@@ -105,7 +105,7 @@ def test_mixed_float16_scales_the_loss_like_keras():
     results = train_both()
     tape = results[1][0]
     assert isinstance(tape.optimizer, keras.optimizers.LossScaleOptimizer)
-    assert_same_training(results, atol=1e-3)
+    assert_same_training(results)
 
 
 class ScaledTarget(TapeModel):

@@ -101,7 +101,9 @@ class Classifier(TapeModel):
         )
         self.body = keras.Sequential(body, name=f"{architecture}_body")
         self.logits = layers.Dense(self.num_classes, name="logits")
-        self.probabilities = layers.Activation("softmax", dtype="float32", name="softmax")
+        # Probabilities in float32 under mixed precision (float64 when Keras computes in it).
+        output_dtype = "float64" if keras.config.floatx() == "float64" else "float32"
+        self.probabilities = layers.Activation("softmax", dtype=output_dtype, name="softmax")
         self.build((None, *self.image_shape))
 
     def build(self, input_shape: tuple) -> None:

@@ -103,9 +103,11 @@ class SiameseModel(TapeModel):
         return self.vectorizer(tf.reshape(texts, [-1]))
 
     def embed(self, texts: Any, training: bool | None = None) -> tf.Tensor:
-        """L2-normalised float32 embeddings of a batch of texts."""
+        """L2-normalised embeddings of a batch of texts, in float32 (or float64)."""
         vectors = self.encoder(self.tokens(texts), training=training)
-        return tf.math.l2_normalize(tf.cast(vectors, tf.float32), axis=-1)
+        if vectors.dtype != tf.float64:  # half precision is lifted to float32; float64 stays
+            vectors = tf.cast(vectors, tf.float32)
+        return tf.math.l2_normalize(vectors, axis=-1)
 
     def embed_pairs(self, texts_a: Any, texts_b: Any, training: bool | None = None) -> tf.Tensor:
         """Both sides' embeddings stacked to `(batch, 2, dim)`, the form pair losses take."""

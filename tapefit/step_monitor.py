@@ -1,0 +1,134 @@
+"""Callbacks that read what TapeModel's step records: per-step telemetry for TensorBoard and a
+CSV file, and the non-finite guard's stop and skip counts."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tapefit.errors import TapefitError
+from tapefit.step_tools import GradientTelemetry, is_loss_scaled
+
+TELEMETRY_FIELDS = ("step", "gradient_norm", "learning_rate", "loss_scale", "skipped_steps")
+
+
+def _step_state(model: keras.Model) -> Any:
+    state = getattr(model, "step_state", None)
+    if state is None:
+        raise TapefitError(
+            f"{type(model).__name__} records no step state: step callbacks need a "
+            "tapefit.TapeModel compiled with TapeModel.compile"
+        )
+    return state
+
+
+class StepTelemetry(keras.callbacks.Callback):
+    """Every `every_n_steps` optimizer steps, write the gradient norm, learning rate, loss
+    scale (mixed_float16) and skipped-step count to TensorBoard (`<log_dir>/train`, tags
+    `step/...`, x-axis = optimizer steps) and as a row of `csv_path`; gradient histograms too
+    when the model was compiled with `gradient_telemetry="histograms"`.
+
+    With `steps_per_execution > 1` Keras calls back once per execution, so a row is written at
+    the first execution end at or past each multiple of `every_n_steps`, labelled with the
+    optimizer step it was read at.
+    """
+
+    def __init__(
+        self, log_dir: str | Path, every_n_steps: int = 10, csv_path: str | Path | None = None
+    ) -> None:
+        super().__init__()
+        if every_n_steps < 1:
+            raise TapefitError(f"every_n_steps={every_n_steps} must be at least 1")
+        self.log_dir, self.every_n_steps = Path(log_dir), int(every_n_steps)
+        self.csv_path = Path(csv_path) if csv_path is not None else None
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        state = _step_state(self.model)
+        if self.model.gradient_telemetry == GradientTelemetry.off:
+            raise TapefitError(
+                "StepTelemetry needs the model compiled with gradient_telemetry='norm' or "
+                "'histograms'"
+            )
+        self.state = state
+        self.writer = tf.summary.create_file_writer(str(self.log_dir / "train"))
+        self.last_step = int(self.model.optimizer.iterations.numpy())
+        self.rows: list[dict[str, float]] = []
+
+    def values(self) -> dict[str, float]:
+        """The telemetry values now, keyed as the CSV columns."""
+        optimizer = self.model.optimizer
+        row = {
+            "step": int(optimizer.iterations.numpy()),
+            "gradient_norm": float(self.state.gradient_norm.numpy()),
+            "learning_rate": float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
+            "skipped_steps": int(self.state.skipped_steps.numpy()),
+        }
+        row["loss_scale"] = (
+            float(optimizer.dynamic_scale.numpy()) if is_loss_scaled(optimizer) else 1.0
+        )
+        return row
+
+    def write(self) -> None:
+        """Write the current values at the current optimizer step."""
+        row = self.values()
+        with self.writer.as_default(step=row["step"]):
+            for name in TELEMETRY_FIELDS[1:]:
+                tf.summary.scalar(f"step/{name}", row[name])
+            for path, gradient in self.state.gradients.items():
+                tf.summary.histogram(f"gradient/{path}", gradient)
+        self.rows.append(row)
+        self.last_step = row["step"]
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        step = int(self.model.optimizer.iterations.numpy())
+        if step // self.every_n_steps > self.last_step // self.every_n_steps:
+            self.write()
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        if int(self.model.optimizer.iterations.numpy()) > self.last_step:
+            self.write()
+        self.writer.flush()
+        if self.csv_path is not None and self.rows:
+            self.csv_path.parent.mkdir(parents=True, exist_ok=True)
+            new = not self.csv_path.exists()
+            with self.csv_path.open("a", newline="") as file:
+                writer = csv.DictWriter(file, fieldnames=TELEMETRY_FIELDS)
+                if new:
+                    writer.writeheader()
+                writer.writerows(self.rows)
+
+
+class NonFiniteGuard(keras.callbacks.Callback):
+    """With `on_nonfinite="stop"`, ends training at the first skipped non-finite step with an
+    error naming its epoch and optimizer step; with `skip`, adds the epoch's `skipped_steps` to
+    the logs (History, CSV, TensorBoard)."""
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        self.state = _step_state(self.model)
+        self.epoch, self.skipped_at_epoch_start = 0, int(self.state.skipped_steps.numpy())
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self.epoch = epoch
+        self.skipped_at_epoch_start = int(self.state.skipped_steps.numpy())
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self.model.on_nonfinite.value != "stop":
+            return
+        if int(self.state.skipped_steps.numpy()) > self.skipped_at_epoch_start:
+            step = int(self.state.first_skipped_step.numpy()) + 1
+            raise TapefitError(
+                f"the loss or gradients became NaN/inf at epoch {self.epoch + 1}, optimizer "
+                f"step {step}: training stopped with the last finite weights "
+                "(trainer.on_nonfinite=stop); lower the learning rate, check the data for "
+                "NaN/inf, or set trainer.on_nonfinite=skip"
+            )
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if logs is not None and self.model.on_nonfinite.value == "skip":
+            logs["skipped_steps"] = int(self.state.skipped_steps.numpy()) - (
+                self.skipped_at_epoch_start
+            )

@@ -1,0 +1,153 @@
+"""Several named optimizers (the WGAN-GP example), their saving, gradient accumulation and
+clipping from config."""
+
+import keras
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+import tapefit
+from tapefit import StepOutput, TapeModel
+from tapefit.optimizers import build_optimizer
+from tests.helpers import load_experiment, scalar_tags
+
+
+@pytest.fixture(scope="module")
+def wgan_gp():
+    return load_experiment("wgan_gp")
+
+
+def test_wgan_gp_example_trains_logs_and_reloads_both_optimizers(wgan_gp, tmp_path):
+    model, history = wgan_gp.main(str(tmp_path), epochs=2, samples=512, n_critic=3)
+    assert set(history.history) == {"critic_loss", "generator_loss", "gradient_penalty"}
+    assert all(np.isfinite(v).all() for v in history.history.values())
+    assert len(scalar_tags(tmp_path / "tensorboard" / "train")["epoch_critic_loss"]) == 2
+    critic, generator = model.optimizers["critic"], model.optimizers["generator"]
+    assert model.optimizer is critic  # the first named optimizer counts fit's steps
+    steps = 2 * 512 // 256
+    assert int(critic.iterations) == 3 * steps and int(generator.iterations) == steps
+
+    restored = keras.models.load_model(tmp_path / "wgan_gp.keras")
+    noise = np.random.default_rng(3).normal(size=(64, 2)).astype("float32")
+    np.testing.assert_array_equal(
+        restored.predict(noise, verbose=0), model.predict(noise, verbose=0)
+    )
+    for name, optimizer in model.optimizers.items():
+        reloaded = restored.optimizers[name]
+        assert len(reloaded.variables) == len(optimizer.variables) > 2  # Adam's slots too
+        for saved, loaded in zip(optimizer.variables, reloaded.variables, strict=True):
+            np.testing.assert_array_equal(loaded.numpy(), saved.numpy())
+    # Training goes on from the restored state, each optimizer on its own part.
+    restored.fit(wgan_gp.ring_of_gaussians(256), batch_size=256, epochs=1, verbose=0)
+    assert int(restored.optimizers["generator"].iterations) == steps + 1
+
+
+def test_every_named_optimizer_scales_its_loss_under_mixed_float16(wgan_gp):
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    model = wgan_gp.build(n_critic=2)
+    assert all(
+        isinstance(o, keras.optimizers.LossScaleOptimizer) for o in model.optimizers.values()
+    )
+    model.fit(wgan_gp.ring_of_gaussians(256), batch_size=64, epochs=1, verbose=0)
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+    assert all(int(o.iterations) > 0 for o in model.optimizers.values())
+
+
+def test_an_unknown_optimizer_name_is_a_clear_error(wgan_gp):
+    model = wgan_gp.build()
+    with pytest.raises(tapefit.TapefitError, match=r"no optimizer named 'discriminator'.*critic"):
+        model.get_optimizer("discriminator")
+
+
+class Linear(TapeModel):
+    """No BatchNorm: one batch of k*b and k accumulated batches of b give the same update."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden = keras.layers.Dense(8, activation="tanh")
+        self.out = keras.layers.Dense(1)
+
+    def call(self, x, training=False):
+        return self.out(self.hidden(x))
+
+    def forward(self, data, training):
+        x, y = data
+        y_pred = self(x, training=training)
+        return StepOutput(keras.ops.mean(keras.ops.square(y - y_pred)), y, y_pred)
+
+
+def trained_weights(optimizer, batch_size, epochs=3):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(128, 4)).astype("float32")
+    y = (x @ np.array([[1.0], [-1.0], [0.5], [2.0]], "float32")).astype("float32")
+    keras.utils.set_random_seed(2)
+    model = Linear()
+    model.compile(optimizer=optimizer)
+    model.fit(x, y, batch_size=batch_size, epochs=epochs, shuffle=False, verbose=0)
+    return model.get_weights()
+
+
+def test_gradient_accumulation_over_k_batches_equals_one_batch_k_times_larger():
+    accumulated = trained_weights(keras.optimizers.SGD(0.1, gradient_accumulation_steps=4), 8)
+    large = trained_weights(keras.optimizers.SGD(0.1), 32)
+    for a, b in zip(accumulated, large, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+    unaccumulated = trained_weights(keras.optimizers.SGD(0.1), 8)
+    assert max(np.abs(a - b).max() for a, b in zip(unaccumulated, large, strict=True)) > 1e-3
+
+
+def test_gradient_accumulation_comes_from_the_trainer_config(compose):
+    cfg = compose(["trainer.gradient_accumulation_steps=4"])
+    optimizer = build_optimizer(cfg.optimizer, cfg.trainer.gradient_accumulation_steps)
+    assert optimizer.gradient_accumulation_steps == 4
+    with pytest.raises(tapefit.TapefitError, match="gradient_accumulation_steps=0 must be null"):
+        build_optimizer(cfg.optimizer, 0)
+
+
+def one_sgd_step(clip: dict) -> tuple[np.ndarray, np.ndarray]:
+    """One SGD(lr=1) step of a zero-initialised Dense(2) from config keys; its gradient."""
+    cfg = OmegaConf.create(
+        {"name": "sgd", "learning_rate": 1.0, "weight_decay": None, "momentum": None, **clip}
+    )
+    model = TapeModel(*_dense_network())
+    model.compile(optimizer=build_optimizer(cfg), loss="mse")
+    x = np.array([[3.0, -4.0]], "float32")
+    y = np.array([[10.0, -2.0]], "float32")
+    model.fit(x, y, batch_size=1, epochs=1, verbose=0)
+    # d/dW mean((xW - y)^2) at W = 0, b = 0 with a single sample: -2/2 * x^T y per output.
+    grad_kernel = -np.outer(x[0], y[0]) * (2 / 2)
+    grad_bias = -y[0] * (2 / 2)
+    return model.get_weights(), [grad_kernel, grad_bias]
+
+
+def _dense_network():
+    inputs = keras.Input((2,))
+    outputs = keras.layers.Dense(2, kernel_initializer="zeros", bias_initializer="zeros")(inputs)
+    return inputs, outputs
+
+
+def _clip_by_norm(g, limit):
+    norm = np.linalg.norm(g)
+    return g * min(1.0, limit / norm)
+
+
+@pytest.mark.parametrize(
+    ("clip", "expected"),
+    [
+        ({"clipnorm": 1.5}, lambda grads: [_clip_by_norm(g, 1.5) for g in grads]),
+        ({"clipvalue": 3.0}, lambda grads: [np.clip(g, -3.0, 3.0) for g in grads]),
+        (
+            {"global_clipnorm": 2.0},
+            lambda grads: [
+                g * min(1.0, 2.0 / np.sqrt(sum(np.sum(h**2) for h in grads))) for g in grads
+            ],
+        ),
+    ],
+)
+def test_clipping_keys_match_a_hand_clipped_update(clip, expected):
+    weights, grads = one_sgd_step(clip)
+    clipped = expected(grads)
+    for weight, gradient in zip(weights, clipped, strict=True):
+        np.testing.assert_allclose(weight, -gradient, rtol=1e-6, atol=1e-6)
+    unclipped, _ = one_sgd_step({})
+    np.testing.assert_allclose(unclipped[0], -grads[0], rtol=1e-6)  # the hand gradient is right

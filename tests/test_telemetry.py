@@ -1,0 +1,154 @@
+"""Step telemetry: gradient norm, learning rate, loss scale and skipped steps every N optimizer
+steps, in TensorBoard and steps.csv; read back through a real TensorBoard server."""
+
+import csv
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tapefit import TapeModel
+from tapefit.step_monitor import StepTelemetry
+from tapefit.train import run
+from tests.helpers import scalar_tags
+
+
+def dense_model():
+    inputs = keras.Input((4,))
+    outputs = keras.layers.Dense(1)(keras.layers.Dense(8, activation="relu")(inputs))
+    return TapeModel(inputs, outputs)
+
+
+def fit_with_telemetry(
+    tmp_path, steps_per_execution, every_n_steps, telemetry="norm", learning_rate=0.01
+):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(320, 4)).astype("float32")
+    y = x.sum(axis=1, keepdims=True)
+    model = dense_model()
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate),
+        loss="mse",
+        steps_per_execution=steps_per_execution,
+        gradient_telemetry=telemetry,
+    )
+    callback = StepTelemetry(tmp_path, every_n_steps=every_n_steps, csv_path=tmp_path / "s.csv")
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False, callbacks=[callback])
+    with (tmp_path / "s.csv").open() as file:
+        return model, list(csv.DictReader(file)), x, y
+
+
+def test_rows_count_optimizer_steps_even_with_steps_per_execution(tmp_path):
+    _, rows, _, _ = fit_with_telemetry(tmp_path, steps_per_execution=4, every_n_steps=10)
+    steps = [int(row["step"]) for row in rows]
+    # Keras calls back after every 4 steps; a row is written at the first call past each 10.
+    assert steps == [12, 20, 32, 40]
+    assert all(float(row["learning_rate"]) == pytest.approx(0.01) for row in rows)
+    assert all(float(row["loss_scale"]) == 1.0 and row["skipped_steps"] == "0" for row in rows)
+    written = scalar_tags(tmp_path / "train")
+    np.testing.assert_allclose(
+        written["step/gradient_norm"], [float(r["gradient_norm"]) for r in rows], rtol=1e-6
+    )
+
+
+def test_the_gradient_norm_is_the_last_batch_gradient_norm(tmp_path):
+    # With a learning rate of 0 the weights stay put, so the last batch's gradient can be
+    # recomputed by hand at the same weights.
+    model, rows, x, y = fit_with_telemetry(tmp_path, 1, every_n_steps=40, learning_rate=0.0)
+    assert [int(row["step"]) for row in rows] == [40]
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(keras.losses.mean_squared_error(y[-8:], model(x[-8:])))
+    expected = float(tf.linalg.global_norm(tape.gradient(loss, model.trainable_variables)))
+    assert float(rows[0]["gradient_norm"]) == pytest.approx(expected, rel=1e-5)
+
+
+def test_histograms_of_every_gradient_on_request(tmp_path):
+    fit_with_telemetry(tmp_path, steps_per_execution=1, every_n_steps=20, telemetry="histograms")
+    tags = set()
+    for events in (tmp_path / "train").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            tags.update(value.tag for value in event.summary.value)
+    assert sum(tag.startswith("gradient/") for tag in tags) == 4  # 2 kernels, 2 biases
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    from tapefit.composition import compose
+
+    run_dir = tmp_path_factory.mktemp("telemetry-run")
+    cfg = compose(
+        [
+            "model.architecture=mlp",
+            "trainer.epochs=2",
+            "trainer.verbose=0",
+            "callbacks.step_telemetry.every_n_steps=16",
+        ]
+    )
+    run(cfg, run_dir)
+    return run_dir
+
+
+def test_a_tensorboard_server_serves_the_step_scalars(finished_run):
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            f"--logdir={finished_run / 'tensorboard'}",
+            "--host=127.0.0.1",
+            f"--port={port}",
+            "--load_fast=false",
+            "--reload_interval=1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}/data/plugin/scalars"
+    try:
+        deadline, tags = time.monotonic() + 90, {}
+        while time.monotonic() < deadline:
+            try:
+                tags = get_json(f"{base}/tags")
+                if "step/gradient_norm" in tags.get("train", {}):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        assert {"step/gradient_norm", "step/learning_rate", "step/skipped_steps"} <= set(
+            tags["train"]
+        )
+        query = urllib.parse.urlencode({"run": "train", "tag": "step/gradient_norm"})
+        served = get_json(f"{base}/scalars?{query}")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    with (finished_run / "steps.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    assert [point[1] for point in served] == [int(row["step"]) for row in rows]
+    np.testing.assert_allclose(
+        [point[2] for point in served], [float(row["gradient_norm"]) for row in rows], rtol=1e-6
+    )
+    steps = [int(row["step"]) for row in rows]
+    train_samples = json.loads((finished_run / "metrics.json").read_text())["samples"]["train"]
+    assert steps == sorted(set(steps)) and len(steps) >= 4
+    assert steps[-1] == 2 * -(-train_samples // 32)  # the last row is the last optimizer step
