@@ -17,7 +17,7 @@ class SmoothRegressor(tapefit.TapeModel):
         super().__init__(**kwargs)
         self.penalty = penalty
         self.hidden = keras.layers.Dense(32, activation="tanh")
-        self.out = keras.layers.Dense(1)
+        self.out = keras.layers.Dense(1, dtype="float32")  # float32 output under mixed precision
 
     def call(self, x, training=False):
         return self.out(self.hidden(x))

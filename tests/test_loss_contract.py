@@ -158,3 +158,12 @@ def test_a_loss_that_is_not_a_float_scalar_is_refused(make_loss, message):
     x, y = regression_data()
     with pytest.raises(tapefit.TapefitError, match=message):
         model.fit(x, y, epochs=1, verbose=0)
+
+
+def test_readme_regressor_trains_under_mixed_float16():
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    regressor = load_experiment("custom_step").SmoothRegressor
+    model, history = fit(regressor, regression_data(), tf.distribute.get_strategy(), ["mae"])
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert model.hidden.compute_dtype == "float16"
+    assert np.isfinite(history["loss"]).all() and history["loss"][-1] < history["loss"][0]
