@@ -19,8 +19,13 @@ register_schemas()
 
 
 @hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> float | None:
-    """Train the composed experiment; return its objective (for Hydra sweepers)."""
+def main(cfg: DictConfig) -> float:
+    """Train the composed experiment; return its objective (for Hydra sweepers).
+
+    Bad input ends with one `tapefit: error:` line and exit code 2; SIGINT/SIGTERM with exit
+    code 130/143 after the current step. Both leave `status.json` saying so.
+    """
+    from tapefit.lifecycle import RunInterrupted
     from tapefit.train import run
 
     try:
@@ -28,19 +33,15 @@ def main(cfg: DictConfig) -> float | None:
     except TapefitError as error:
         print(f"tapefit: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except RunInterrupted as stop:
+        print(f"tapefit: {stop}; status.json says interrupted", file=sys.stderr)
+        sys.exit(128 + stop.signum)
     print(
         "test metrics: "
         + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if k.startswith("test_"))
     )
-    if cfg.objective is None:
-        return None
-    if cfg.objective not in metrics:
-        print(
-            f"tapefit: error: objective={cfg.objective} is not among {sorted(metrics)}",
-            file=sys.stderr,
-        )
-        sys.exit(2)
-    return float(metrics[cfg.objective])
+    print(f"objective: {metrics['objective']}={metrics['objective_value']:.4f}")
+    return float(metrics["objective_value"])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ from typing import Any
 import keras
 
 from tapefit.config import MonitorMode
-from tapefit.errors import TapefitError
 from tapefit.step_monitor import StepTelemetry
 
 MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
@@ -25,33 +24,21 @@ def resolve_mode(monitor: str, mode: str) -> str:
     return "max" if name in HIGHER_IS_BETTER else "min"
 
 
-class MonitorCheck(keras.callbacks.Callback):
-    """Stops at the end of the first epoch if a callback monitors a metric that does not exist.
-
-    Keras only warns and then silently never stops, saves or lowers the learning rate.
-    """
-
-    def __init__(self, monitors: dict[str, str]) -> None:
-        super().__init__()
-        self.monitors = monitors
-
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        available = sorted(logs or {})
-        for option, monitor in self.monitors.items():
-            if monitor not in available:
-                raise TapefitError(
-                    f"callbacks.{option}.monitor={monitor} is not a logged metric: choose one of "
-                    f"{', '.join(available)}"
-                )
-        self.monitors = {}
-
-
-def build_callbacks(cfg: Any, run_dir: Path) -> list[keras.callbacks.Callback]:
-    """The enabled callbacks of `cfg` (the `callbacks` group), with files under `run_dir`."""
-    monitors = {name: cfg[name].monitor for name in MONITORING if cfg[name].enabled}
-    callbacks: list[keras.callbacks.Callback] = [MonitorCheck(monitors)] if monitors else []
+def build_callbacks(
+    cfg: Any,
+    run_dir: Path,
+    before_writers: list[keras.callbacks.Callback] | None = None,
+    append: bool = False,
+) -> list[keras.callbacks.Callback]:
+    """The enabled callbacks of `cfg` (the `callbacks` group), with files under `run_dir`:
+    those that change the logs or the run (early stopping, learning-rate plateau, checkpoints)
+    first, then `before_writers`, then those that write the logs (TensorBoard, telemetry, CSV;
+    the CSV is appended to when `append`). Monitored names are checked before training
+    (`validation.check_config`): Keras would only warn and never act."""
+    callbacks: list[keras.callbacks.Callback] = []
+    writers: list[keras.callbacks.Callback] = []
     if cfg.tensorboard.enabled:
-        callbacks.append(
+        writers.append(
             keras.callbacks.TensorBoard(
                 log_dir=str(run_dir / "tensorboard"),
                 update_freq=cfg.tensorboard.update_freq.value,
@@ -95,8 +82,9 @@ def build_callbacks(cfg: Any, run_dir: Path) -> list[keras.callbacks.Callback]:
                 min_lr=plateau.min_lr,
             )
         )
+    callbacks += list(before_writers or [])
     if cfg.step_telemetry.enabled:
-        callbacks.append(
+        writers.append(
             StepTelemetry(
                 run_dir / "tensorboard",
                 every_n_steps=cfg.step_telemetry.every_n_steps,
@@ -104,5 +92,6 @@ def build_callbacks(cfg: Any, run_dir: Path) -> list[keras.callbacks.Callback]:
             )
         )
     if cfg.csv_logger.enabled:
-        callbacks.append(keras.callbacks.CSVLogger(str(run_dir / cfg.csv_logger.filename)))
-    return callbacks
+        path = str(run_dir / cfg.csv_logger.filename)
+        writers.append(keras.callbacks.CSVLogger(path, append=append))
+    return callbacks + writers

@@ -37,6 +37,13 @@ class Strategy(str, Enum):
     multi_worker = "multi_worker"
 
 
+class ObjectiveMode(str, Enum):
+    """Which epoch's value a run reports for its objective."""
+
+    best = "best"
+    last = "last"
+
+
 class MonitorMode(str, Enum):
     """Whether a monitored metric should go down or up; `auto` guesses from its name."""
 
@@ -80,6 +87,7 @@ class TrainerConfig:
     strategy: Strategy = Strategy.default
     deterministic: bool = False  # TF op determinism: reproducible, slower
     save_model: bool = True
+    checkpoints: bool = True  # a checkpoint per epoch (last 2 kept) so resume=true can continue
     # The tape step's policies (TapeModel.compile): what a NaN/inf step does, what a variable
     # without a gradient does, which variables may have none (fnmatch patterns of their paths).
     on_nonfinite: OnNonFinite = OnNonFinite.stop
@@ -171,7 +179,12 @@ class TapefitConfig:
 
     seed: int = 0
     experiment_name: str = "classifier"
-    objective: str | None = None  # a metrics.json key the CLI returns to Hydra sweepers
+    # The metric sweeps optimise, returned by the CLI to Hydra sweepers. null: the family's
+    # validation metric (val_accuracy, val_spearman, val_auc); test_* only if named explicitly.
+    objective: str | None = None
+    objective_mode: ObjectiveMode = ObjectiveMode.best  # best epoch's value, or the last one's
+    resume: bool = False  # continue the stopped run in hydra.run.dir from its last checkpoint
+    force_resume: bool = False  # resume even if the config differs from the checkpointed one
     data: Any = MISSING
     model: Any = MISSING
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)

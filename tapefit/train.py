@@ -6,6 +6,9 @@ tests), written as named phases that other entry points (a tuner trial, a resume
 
 from __future__ import annotations
 
+import logging
+import math
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -14,11 +17,32 @@ import keras
 import tensorflow as tf
 
 from tapefit.callbacks import build_callbacks
+from tapefit.checkpoints import EpochCheckpoint, restore_latest
+from tapefit.errors import TapefitError
+from tapefit.lifecycle import (
+    CHECKPOINTS,
+    RunInterrupted,
+    StopOnSignal,
+    claim,
+    interruptible,
+    write_status,
+)
+from tapefit.objective import check_objective, objective_name, objective_value
 from tapefit.optimizers import build_optimizer
 from tapefit.outputs import plot_curves, save_model, to_builtin, write_json
+from tapefit.resume import (
+    check_same_config,
+    config_snapshot,
+    fill_tensorboard,
+    history_lists,
+    rewrite_csv,
+)
 from tapefit.runtime import jit_compile_argument, make_strategy, seed_everything, set_precision
 from tapefit.step_monitor import NonFiniteGuard
 from tapefit.tasks import task_for
+from tapefit.validation import check_config, expected_logs
+
+log = logging.getLogger("tapefit")
 
 
 def step_policies(cfg: Any) -> dict[str, Any]:
@@ -74,63 +98,168 @@ def fit(
     data: Any,
     run_dir: Path,
     extra_callbacks: list[keras.callbacks.Callback] | None = None,
+    initial_epoch: int = 0,
 ) -> keras.callbacks.History:
-    """`model.fit` on the data with the family's callbacks, the configured ones and `extra`."""
-    callbacks = task_for(cfg).callbacks(cfg, data) + build_callbacks(cfg.callbacks, run_dir)
+    """`model.fit` on the data: the family's callbacks first (they add to the epoch logs), then
+    `extra_callbacks` (checkpoints, which must precede the writers), then the configured ones."""
+    callbacks = task_for(cfg).callbacks(cfg, data)
     if cfg.trainer.on_nonfinite != "ignore":
         callbacks.insert(0, NonFiniteGuard())
+    callbacks += build_callbacks(
+        cfg.callbacks, run_dir, before_writers=extra_callbacks, append=initial_epoch > 0
+    )
+    callbacks.append(EpochLog())
+    replay_shuffles(data.train, initial_epoch, cfg.trainer.steps_per_epoch)
     return model.fit(
         data.train,
         validation_data=data.val,
         shuffle=False,  # the tf.data pipeline already reshuffles, from the seed
         epochs=cfg.trainer.epochs,
+        initial_epoch=initial_epoch,
         steps_per_epoch=cfg.trainer.steps_per_epoch,
         validation_steps=cfg.trainer.validation_steps,
-        callbacks=callbacks + list(extra_callbacks or []),
+        callbacks=callbacks,
         verbose=cfg.trainer.verbose,
     )
+
+
+def replay_shuffles(train: Any, epochs_done: int, steps_per_epoch: int | None) -> None:
+    """Advance the training pipeline's shuffle as `epochs_done` epochs of `fit` did, so a
+    resumed run sees the same batches in the same order. Every `iter()` of the dataset draws
+    a new order, and Keras' EpochIterator (3.x) creates two per epoch when steps_per_epoch is
+    None (one at the epoch's start, one when it runs out); tests/test_resume.py checks it."""
+    if steps_per_epoch is not None and epochs_done:
+        log.warning(
+            "resuming with trainer.steps_per_epoch set: the data order after the resume "
+            "is not the one the uninterrupted run would have seen"
+        )
+        return
+    for _ in range(2 * epochs_done):
+        iter(train)
+
+
+class EpochLog(keras.callbacks.Callback):
+    """One `logging` line per epoch (terminal and the run directory's tapefit.log)."""
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted((logs or {}).items()))
+        log.info("epoch %d: %s", epoch + 1, shown)
 
 
 def finalize(
     cfg: Any,
     model: keras.Model,
     data: Any,
-    history: keras.callbacks.History,
+    history: dict[str, list[float]],
     run_dir: Path,
     timings: dict[str, float],
 ) -> dict[str, Any]:
-    """Evaluate on the test split, write history, curves, model and metrics; return metrics."""
-    write_json(run_dir / "history.json", history.history)
-    if history.history:
-        plot_curves(history.history, run_dir / "curves.png")
+    """Evaluate on the test split, write history, curves, model and metrics; return metrics.
+
+    `model.keras` and `metrics.json` come last: only a run that got this far has them.
+    """
+    write_json(run_dir / "history.json", history)
+    if history:
+        plot_curves(history, run_dir / "curves.png")
     test = model.evaluate(data.test, verbose=0, return_dict=True)
     results = {f"test_{name}": value for name, value in test.items()}
     results.update(task_for(cfg).report(model, data, run_dir))
-    if cfg.trainer.save_model:
-        save_model(model, run_dir / "model.keras")
+    check_finite_metrics(results)
+    name = objective_name(cfg, task_for(cfg).default_objective(cfg))
+    value, epoch = objective_value(name, cfg.objective_mode, history, results)
     results.update(
-        epochs_run=len(history.epoch),
+        objective=name,
+        objective_value=value,
+        objective_epoch=epoch,
+        epochs_run=len(next(iter(history.values()), [])),
         train_time_s=timings["train_time_s"],
         wall_time_s=time.perf_counter() - timings["started"],
         samples=data.sizes,
     )
     results = to_builtin(results)
+    if cfg.trainer.save_model:
+        save_model(model, run_dir / "model.keras")
     write_json(run_dir / "metrics.json", results)
     return results
 
 
-def run(cfg: Any, run_dir: str | Path) -> dict[str, Any]:
-    """Train and evaluate the configured experiment; write the run directory; return metrics.
+def check_finite_metrics(results: dict[str, Any]) -> None:
+    """A run whose test metrics are NaN/inf has diverged: it fails instead of reporting them."""
+    bad = [k for k, v in results.items() if isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        raise TapefitError(
+            f"the trained model gives non-finite {', '.join(sorted(bad))}: training diverged; "
+            "lower the learning rate or check the data"
+        )
 
-    Returns a flat dict: `test_<metric>` for every test metric plus `epochs_run`,
-    `train_time_s`, `wall_time_s` and the split `samples`.
-    """
+
+def train(cfg: Any, run_dir: Path, callbacks: list | None, stopper: StopOnSignal) -> dict:
+    """The phases, resuming from the run directory's last checkpoint when asked."""
     started = time.perf_counter()
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    check_config(cfg)
+    task = task_for(cfg)
+    logged = expected_logs(cfg)
+    test_metrics = {f"test_{n.removeprefix('val_')}" for n in logged if n != "learning_rate"}
+    check_objective(objective_name(cfg, task.default_objective(cfg)), logged, test_metrics)
     strategy = prepare(cfg)
     data = build_data(cfg)
     model = build_model(cfg, data, strategy)
-    history = fit(cfg, model, data, run_dir)
+    checkpoints = run_dir / CHECKPOINTS
+    done, epochs = 0, []
+    if cfg.resume:
+        restored = restore_latest(checkpoints, model)
+        if restored is None:
+            log.warning("resume=true but %s holds no checkpoint: starting from scratch", run_dir)
+        else:
+            check_same_config(restored["config"], cfg, cfg.force_resume)
+            done, epochs = restored["epochs_done"], restored["history"]
+            log.info("resuming %s after epoch %d", run_dir, done)
+            if cfg.callbacks.csv_logger.enabled:
+                rewrite_csv(run_dir / cfg.callbacks.csv_logger.filename, epochs)
+            if cfg.callbacks.tensorboard.enabled:
+                fill_tensorboard(run_dir / "tensorboard", epochs)
+    checkpointer = EpochCheckpoint(
+        checkpoints, {"config": config_snapshot(cfg)}, epochs, save=cfg.trainer.checkpoints
+    )
+    extra = [stopper, checkpointer, *(callbacks or [])]
+    if done < cfg.trainer.epochs:
+        fit(cfg, model, data, run_dir, extra, initial_epoch=done)
     timings = {"started": started, "train_time_s": time.perf_counter() - started}
-    return finalize(cfg, model, data, history, run_dir, timings)
+    return finalize(cfg, model, data, history_lists(checkpointer.history), run_dir, timings)
+
+
+def run(
+    cfg: Any, run_dir: str | Path, callbacks: list[keras.callbacks.Callback] | None = None
+) -> dict[str, Any]:
+    """Train and evaluate the configured experiment in `run_dir`; return the final metrics.
+
+    The directory's `status.json` says `running`, then `completed`, `failed` (with the error)
+    or `interrupted` (SIGINT/SIGTERM, after the current step). `callbacks` are added to the
+    configured ones. Returns a flat dict: `test_<metric>` for every test metric, the objective,
+    `epochs_run`, `train_time_s`, `wall_time_s` and the split `samples`.
+    """
+    run_dir = Path(run_dir)
+    claim(run_dir, resume=cfg.resume)
+    log.info("run directory: %s", run_dir.resolve())
+    stopper = StopOnSignal()
+    try:
+        with interruptible(stopper):
+            results = train(cfg, run_dir, callbacks, stopper)
+    except RunInterrupted as stop:
+        write_status(run_dir, "interrupted", signal=stop.signum, error=str(stop))
+        raise
+    except TapefitError as error:
+        write_status(run_dir, "failed", error=str(error))
+        raise
+    except BaseException as error:
+        write_status(run_dir, "failed", error=f"{type(error).__name__}: {error}")
+        raise
+    shutil.rmtree(run_dir / CHECKPOINTS, ignore_errors=True)  # model.keras supersedes them
+    write_status(run_dir, "completed", objective=results["objective"])
+    log.info(
+        "completed: %s; objective %s=%s",
+        ", ".join(f"{k}={v:.4f}" for k, v in results.items() if k.startswith("test_")),
+        results["objective"],
+        results["objective_value"],
+    )
+    return results

@@ -58,6 +58,22 @@ class Task(ABC):
         """Extra metrics and artefacts after training; none by default."""
         return {}
 
+    def check(self, cfg: Any) -> None:
+        """Refuse values of the family's config that no run can use (one-line errors)."""
+        return None
+
+    def logged_metrics(self, cfg: Any) -> list[str]:
+        """Metrics the step logs for training and validation (`val_` added for the latter)."""
+        return ["loss"]
+
+    def validation_metrics(self, cfg: Any) -> list[str]:
+        """Metrics logged for validation only (whole-split callbacks), with their `val_`."""
+        return []
+
+    @abstractmethod
+    def default_objective(self, cfg: Any) -> str:
+        """The validation metric sweeps select on when `objective` is null."""
+
     @classmethod
     def schemas(cls) -> dict[tuple[str, str], type]:
         """This family's config schemas, keyed as Hydra's ConfigStore stores them."""

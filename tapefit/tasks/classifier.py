@@ -11,10 +11,12 @@ from omegaconf import MISSING
 
 from tapefit.data.images import (
     ImageData,
+    check_fraction,
     image_data,
     load_digits_splits,
     load_mnist_splits,
 )
+from tapefit.errors import TapefitError
 from tapefit.models.classifier import Architecture, Classifier
 from tapefit.tasks.base import Dataset, Task, register
 
@@ -88,3 +90,24 @@ class ClassifierTask(Task):
 
     def compile_arguments(self, cfg: Any, data: ImageData) -> dict[str, Any]:
         return {"loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"]}
+
+    def check(self, cfg: Any) -> None:
+        check_fraction("val_fraction", cfg.data.val_fraction)
+        check_fraction("test_fraction", cfg.data.test_fraction)
+        if cfg.data.train_limit is not None and cfg.data.train_limit < 1:
+            raise TapefitError(
+                f"data.train_limit={cfg.data.train_limit} must be at least 1 or null"
+            )
+        for key in ("dropout", "bn_momentum"):
+            if not 0.0 <= cfg.model[key] < 1.0:
+                raise TapefitError(f"model.{key}={cfg.model[key]} must lie in [0, 1)")
+        if not cfg.model.hidden_units or min(cfg.model.hidden_units) < 1:
+            raise TapefitError(
+                f"model.hidden_units={list(cfg.model.hidden_units)} must be positive sizes"
+            )
+
+    def logged_metrics(self, cfg: Any) -> list[str]:
+        return ["loss", "accuracy"]
+
+    def default_objective(self, cfg: Any) -> str:
+        return "val_accuracy"

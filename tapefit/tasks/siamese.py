@@ -122,6 +122,7 @@ def load_pair_files(options: Any, seed: int) -> PairData:
     )
 
 
+SIZES = ("embedding_dim", "units", "num_layers")
 LABEL_WORDS = {LabelType.graded.value: "graded", LabelType.binary.value: "binary 0/1"}
 
 
@@ -156,6 +157,33 @@ class SiameseTask(Task):
                 f"{data.label_type} labels"
             )
         return {"loss": loss}
+
+    def check(self, cfg: Any) -> None:
+        sizes = {"data.sequence_length": cfg.data.sequence_length}
+        sizes.update({f"model.encoder.{k}": cfg.model.encoder[k] for k in SIZES})
+        if cfg.data.name == "pairs_synthetic":
+            sizes.update(
+                {f"data.{s}_size": cfg.data[f"{s}_size"] for s in ("train", "val", "test")}
+            )
+        for key, value in sizes.items():
+            if value < 1:
+                raise TapefitError(f"{key}={value} must be at least 1")
+        if cfg.data.max_tokens is not None and cfg.data.max_tokens < 3:
+            raise TapefitError(f"data.max_tokens={cfg.data.max_tokens} must be at least 3 or null")
+        if not 0.0 <= cfg.model.encoder.recurrent_dropout < 1.0:
+            raise TapefitError(
+                f"model.encoder.recurrent_dropout={cfg.model.encoder.recurrent_dropout} must lie "
+                "in [0, 1)"
+            )
+
+    def validation_metrics(self, cfg: Any) -> list[str]:
+        names = (
+            ("pearson", "spearman") if cfg.data.label_type == "graded" else ("auc", "best_accuracy")
+        )
+        return [f"val_{name}" for name in names]
+
+    def default_objective(self, cfg: Any) -> str:
+        return "val_spearman" if cfg.data.label_type == "graded" else "val_auc"
 
     def callbacks(self, cfg: Any, data: PairData) -> list[keras.callbacks.Callback]:
         labels = data.splits["val"][2]

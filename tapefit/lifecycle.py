@@ -1,0 +1,169 @@
+"""A run directory's life: checked before use, claimed by one process, `status.json` telling
+the truth (running, completed, failed, interrupted), and SIGINT/SIGTERM turned into a clean
+stop after the current step."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import keras
+
+from tapefit.errors import TapefitError
+from tapefit.outputs import write_json
+
+STATUS_FILE = "status.json"
+CHECKPOINTS = "checkpoints"
+# What a fresh run may remove from a directory whose earlier run failed or was interrupted.
+STALE = (
+    "history.json",
+    "history.csv",
+    "steps.csv",
+    "curves.png",
+    "similarity.png",
+    "tensorboard",
+    "metrics.json",
+    "model.keras",
+)
+
+
+class RunInterrupted(Exception):  # noqa: N818 - a stop, not an error
+    """SIGINT or SIGTERM stopped the run after a step; the CLI exits with 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name} after the current step")
+        self.signum = signum
+
+
+def read_status(run_dir: Path) -> dict[str, Any] | None:
+    """The run directory's status, or None if it has none (or an unreadable one)."""
+    try:
+        return json.loads((run_dir / STATUS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_status(run_dir: Path, state: str, **fields: Any) -> None:
+    """Replace `status.json` atomically with `state` and `fields`."""
+    previous = read_status(run_dir) or {}
+    status = {
+        "state": state,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": previous.get("started") if state != "running" else time.time(),
+        "updated": time.time(),
+        **fields,
+    }
+    write_json(run_dir / STATUS_FILE, status)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_writable(run_dir: Path) -> None:
+    """A one-line error unless `run_dir` is (or can become) a writable directory."""
+    for parent in [run_dir, *run_dir.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise TapefitError(
+                f"run directory {run_dir} cannot be used: {parent} is a file; choose another "
+                "hydra.run.dir"
+            )
+        if parent.exists():
+            break
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise TapefitError(
+            f"run directory {run_dir} is not writable ({error.strerror}): fix its permissions "
+            "or choose another hydra.run.dir"
+        ) from None
+
+
+def claim(run_dir: Path, resume: bool) -> dict[str, Any] | None:
+    """Check `run_dir`, refuse it if another run owns it or finished in it, clear what a failed
+    run left, and mark it running. Returns the previous status (None for a new directory)."""
+    check_writable(run_dir)
+    previous = read_status(run_dir)
+    state = (previous or {}).get("state")
+    if state == "running" and previous.get("pid") != os.getpid() and _alive(previous["pid"]):
+        raise TapefitError(
+            f"run directory {run_dir} is in use by a running process (pid {previous['pid']}): "
+            "wait for it, stop it, or choose another hydra.run.dir"
+        )
+    if state == "completed":
+        raise TapefitError(
+            f"run directory {run_dir} already holds a completed run: choose another "
+            "hydra.run.dir (or delete that directory)"
+        )
+    checkpoints = run_dir / CHECKPOINTS
+    has_checkpoints = checkpoints.is_dir() and any(checkpoints.glob("*.json"))
+    if not resume and has_checkpoints:
+        described = "killed" if state == "running" else state or "stopped"
+        raise TapefitError(
+            f"run directory {run_dir} holds a {described} run with checkpoints: add "
+            "resume=true to continue it, or choose another hydra.run.dir"
+        )
+    if not resume and previous is not None:
+        for name in (*STALE, CHECKPOINTS):
+            path = run_dir / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+    write_status(run_dir, "running")
+    return previous
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    """Raises `RunInterrupted` at the end of the step during which SIGINT/SIGTERM arrived."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.signum: int | None = None
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self.signum is not None:
+            raise RunInterrupted(self.signum)
+
+    def on_test_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self.on_train_batch_end(batch, logs)
+
+
+@contextmanager
+def interruptible(stopper: StopOnSignal) -> Iterator[StopOnSignal]:
+    """Inside the block, SIGINT/SIGTERM ask `stopper` to stop after the current step (outside
+    training, `RunInterrupted` is raised at once); the handlers are restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield stopper
+        return
+
+    def handle(signum: int, frame: Any) -> None:
+        if stopper.model is None or stopper.signum is not None:
+            raise RunInterrupted(signum)
+        stopper.signum = signum
+
+    previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stopper
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,99 @@
+"""Continuing a stopped run in its own directory: the checkpointed config must match, and the
+history files and TensorBoard hold every completed epoch exactly once afterwards."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+from omegaconf import OmegaConf
+
+from tapefit.errors import TapefitError
+from tapefit.outputs import atomic_write
+
+# Keys a resumed run may change: how long to train, how chatty, and the resume switches.
+MAY_DIFFER = ("trainer.epochs", "trainer.verbose", "resume", "force_resume")
+
+
+def config_snapshot(cfg: Any) -> dict[str, Any]:
+    """The resolved config as flat `dotted.key: value` pairs, for checkpoint metadata."""
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{prefix}{key}.")
+        else:
+            flat[prefix[:-1]] = node
+
+    walk(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), "")
+    return flat
+
+
+def check_same_config(saved: dict[str, Any], cfg: Any, force: bool) -> None:
+    """Refuse a resume whose config differs from the checkpointed run's (unless `force`)."""
+    current = config_snapshot(cfg)
+    differing = sorted(
+        key
+        for key in set(saved) | set(current)
+        if key not in MAY_DIFFER and saved.get(key) != current.get(key)
+    )
+    if differing and not force:
+        shown = ", ".join(f"{k} ({saved.get(k)!r} -> {current.get(k)!r})" for k in differing[:6])
+        raise TapefitError(
+            f"resume refused: the config differs from the checkpointed run's in {shown}; "
+            "resume with the same overrides, or add force_resume=true"
+        )
+
+
+def history_lists(epochs: list[dict[str, float]]) -> dict[str, list[float]]:
+    """Per-epoch log dicts -> Keras' History layout (one list per key)."""
+    keys = sorted({key for logs in epochs for key in logs})
+    return {key: [logs.get(key) for logs in epochs] for key in keys}
+
+
+def rewrite_csv(path: Path, epochs: list[dict[str, float]]) -> None:
+    """history.csv as Keras' CSVLogger writes it, for exactly the checkpointed epochs."""
+    keys = sorted({key for logs in epochs for key in logs})
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=["epoch", *keys], lineterminator="\n")
+    writer.writeheader()
+    for index, logs in enumerate(epochs):
+        writer.writerow({"epoch": index, **logs})
+    atomic_write(path, lambda file: file.write(buffer.getvalue()))
+
+
+def _logged_epochs(log_dir: Path) -> set[int]:
+    steps: set[int] = set()
+    for events in log_dir.glob("events.out.tfevents.*"):
+        try:
+            for event in tf.compat.v1.train.summary_iterator(str(events)):
+                if any(value.tag == "epoch_loss" for value in event.summary.value):
+                    steps.add(int(event.step))
+        except tf.errors.DataLossError:
+            continue  # a file cut short by the kill: what it holds up to there was read
+    return steps
+
+
+def fill_tensorboard(log_dir: Path, epochs: list[dict[str, float]]) -> int:
+    """Write the epochs of `epochs` that TensorBoard lacks (the run stopped between saving a
+    checkpoint and logging it), with Keras' tags; returns how many were written."""
+    present = _logged_epochs(log_dir / "train")
+    missing = [i for i in range(len(epochs)) if i not in present]
+    if not missing:
+        return 0
+    writers = {
+        split: tf.summary.create_file_writer(str(log_dir / split))
+        for split in ("train", "validation")
+    }
+    for index in missing:
+        for key, value in epochs[index].items():
+            split = "validation" if key.startswith("val_") else "train"
+            with writers[split].as_default(step=index):
+                tf.summary.scalar(f"epoch_{key.removeprefix('val_')}", value)
+    for writer in writers.values():
+        writer.close()
+    return len(missing)

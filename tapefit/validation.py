@@ -1,0 +1,125 @@
+"""Checks of a composed config that Hydra's schemas cannot make (ranges, paths, names that
+will be logged), run before anything is built so a bad value costs one line, not a traceback."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+from pathlib import PurePath
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from tapefit.callbacks import MONITORING
+from tapefit.errors import TapefitError
+from tapefit.tasks import task_for
+
+
+def _unknown_keys(node: Any, prefix: str) -> None:
+    """`+group.key=...` adds keys Hydra's schema check lets through: refuse them by name."""
+    if not isinstance(node, DictConfig):
+        return
+    schema = OmegaConf.get_type(node)
+    if dataclasses.is_dataclass(schema):
+        known = {field.name for field in dataclasses.fields(schema)}
+        for key in node:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+                raise TapefitError(
+                    f"{prefix}{key} is not a config key{hint}: remove it; "
+                    f"{prefix.rstrip('.') or 'the root'} has {', '.join(sorted(known))}"
+                )
+    for key in node:
+        if key != "hydra":
+            _unknown_keys(node._get_node(key), f"{prefix}{key}.")
+
+
+def at_least(value: Any, minimum: float, key: str, allow_null: bool = False) -> None:
+    """A one-line error unless `value >= minimum` (or null where allowed)."""
+    if value is None and allow_null:
+        return
+    if value is None or value < minimum:
+        null = " or null" if allow_null else ""
+        raise TapefitError(f"{key}={value} must be at least {minimum}{null}")
+
+
+def fraction(value: float, key: str, upper_inclusive: bool = False) -> None:
+    """A one-line error unless 0 <= value < 1 (<= 1 if `upper_inclusive`)."""
+    if not (0.0 <= value <= 1.0 if upper_inclusive else 0.0 <= value < 1.0):
+        bound = "1]" if upper_inclusive else "1)"
+        raise TapefitError(f"{key}={value} must lie in [0, {bound}")
+
+
+def inside_run_dir(name: str, key: str) -> None:
+    """Files that callbacks write must stay inside the run directory."""
+    path = PurePath(name)
+    if path.is_absolute() or ".." in path.parts or not path.parts:
+        raise TapefitError(
+            f"{key}={name} would be written outside the run directory: give a relative path "
+            "without '..'"
+        )
+
+
+def check_tf_config() -> None:
+    """`TF_CONFIG` for multi-worker training must be JSON with a cluster and this task."""
+    raw = os.environ.get("TF_CONFIG")
+    if raw is None:
+        raise TapefitError(
+            "trainer.strategy=multi_worker needs the TF_CONFIG environment variable (JSON with "
+            "'cluster' and 'task'): set it on every worker"
+        )
+    try:
+        parsed = json.loads(raw)
+        assert isinstance(parsed["cluster"], dict) and parsed["cluster"]
+        task = parsed["task"]
+        assert task["type"] in parsed["cluster"] and int(task["index"]) >= 0
+    except (ValueError, KeyError, TypeError, AssertionError):
+        raise TapefitError(
+            'TF_CONFIG is malformed: it must be JSON like {"cluster": {"worker": '
+            '["host:port", ...]}, "task": {"type": "worker", "index": 0}}'
+        ) from None
+
+
+def expected_logs(cfg: Any) -> set[str]:
+    """Every key the epoch logs of this run will hold."""
+    names = set(task_for(cfg).logged_metrics(cfg))
+    if cfg.trainer.on_nonfinite == "skip":
+        names.add("skipped_steps")
+    logged = names | {f"val_{name}" for name in names if name != "skipped_steps"}
+    logged |= set(task_for(cfg).validation_metrics(cfg))
+    if cfg.callbacks.reduce_lr_on_plateau.enabled:
+        logged.add("learning_rate")
+    return logged
+
+
+def check_config(cfg: Any) -> None:
+    """Every check a composed config must pass before a run starts."""
+    _unknown_keys(cfg, "")
+    trainer = cfg.trainer
+    at_least(cfg.seed, 0, "seed")
+    at_least(trainer.epochs, 1, "trainer.epochs")
+    at_least(trainer.steps_per_epoch, 1, "trainer.steps_per_epoch", allow_null=True)
+    at_least(trainer.validation_steps, 1, "trainer.validation_steps", allow_null=True)
+    at_least(trainer.steps_per_execution, 1, "trainer.steps_per_execution")
+    at_least(cfg.data.batch_size, 1, "data.batch_size")
+    at_least(
+        cfg.callbacks.step_telemetry.every_n_steps, 1, "callbacks.step_telemetry.every_n_steps"
+    )
+    if not cfg.optimizer.learning_rate > 0:
+        raise TapefitError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be > 0")
+    for key in ("csv_logger", "model_checkpoint"):
+        inside_run_dir(cfg.callbacks[key].filename, f"callbacks.{key}.filename")
+    if trainer.strategy == "multi_worker":
+        check_tf_config()
+    task_for(cfg).check(cfg)
+    logged = expected_logs(cfg)
+    for option in MONITORING:
+        monitor = cfg.callbacks[option].monitor
+        if cfg.callbacks[option].enabled and monitor not in logged:
+            raise TapefitError(
+                f"callbacks.{option}.monitor={monitor} is not a logged metric: choose one of "
+                f"{', '.join(sorted(logged))}"
+            )

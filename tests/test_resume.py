@@ -1,0 +1,210 @@
+"""A run killed with SIGKILL at three points and resumed ends exactly like an uninterrupted one;
+status.json tells the truth; SIGTERM/SIGINT stop cleanly; same seed, same result."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from tests.helpers import REPO, scalar_tags
+
+OVERRIDES = [
+    "trainer.epochs=3",
+    "trainer.deterministic=true",
+    "trainer.steps_per_execution=1",
+    "trainer.verbose=0",
+    "data.train_limit=320",  # 10 steps an epoch
+]
+
+DRIVER = """
+import os, signal, sys
+import keras
+import tapefit
+
+class Kill(keras.callbacks.Callback):
+    '''SIGKILL this process at a chosen point: a batch end (step N) or an epoch end.'''
+    def __init__(self, at):
+        super().__init__()
+        self.kind, self.value = at.split(":")
+    def on_train_batch_end(self, batch, logs=None):
+        if self.kind == "step" and int(self.model.optimizer.iterations) == int(self.value):
+            os.kill(os.getpid(), signal.SIGKILL)
+    def on_epoch_end(self, epoch, logs=None):
+        if self.kind == "epoch" and epoch + 1 == int(self.value):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+run_dir, at, *overrides = sys.argv[1:]
+cfg = tapefit.compose(overrides)
+callbacks = [Kill(at)] if at != "none" else []
+try:
+    tapefit.run(cfg, run_dir, callbacks=callbacks)
+except tapefit.TapefitError as error:
+    print(f"tapefit: error: {error}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def drive(run_dir, at="none", *extra, timeout=240):
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run(
+        [sys.executable, "-c", DRIVER, str(run_dir), at, *OVERRIDES, *extra],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def status(run_dir):
+    return json.loads((run_dir / "status.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("uninterrupted")
+    result = drive(run_dir)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return run_dir
+
+
+def weights(run_dir):
+    return keras.models.load_model(run_dir / "model.keras").get_weights()
+
+
+@pytest.mark.parametrize(
+    "kill_at",
+    ["step:3", "epoch:1", "step:28"],  # early in epoch 1, between epochs, late in the last
+)
+def test_resume_after_sigkill_equals_the_uninterrupted_run(uninterrupted, tmp_path, kill_at):
+    killed = drive(tmp_path, kill_at)
+    assert killed.returncode == -signal.SIGKILL
+    assert status(tmp_path)["state"] == "running"  # nothing claims it finished
+    assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "model.keras").exists()
+    if kill_at == "step:3":  # no checkpoint yet: a plain re-run starts again from scratch
+        again = drive(tmp_path)
+        assert again.returncode == 0, again.stderr[-2000:]
+    else:
+        refused = drive(tmp_path)
+        assert refused.returncode == 2
+        assert "holds a killed run with checkpoints: add resume=true" in refused.stderr
+        resumed = drive(tmp_path, "none", "resume=true")
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert status(tmp_path)["state"] == "completed"
+    for expected, actual in zip(weights(uninterrupted), weights(tmp_path), strict=True):
+        np.testing.assert_array_equal(actual, expected)
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert history == json.loads((uninterrupted / "history.json").read_text())
+    csv_rows = (tmp_path / "history.csv").read_text().splitlines()
+    assert csv_rows == (uninterrupted / "history.csv").read_text().splitlines()
+    for split in ("train", "validation"):
+        logged = scalar_tags(tmp_path / "tensorboard" / split)["epoch_loss"]
+        assert len(logged) == 3  # every epoch exactly once
+        expected = history["loss" if split == "train" else "val_loss"]
+        np.testing.assert_allclose(sorted(logged), sorted(expected), rtol=1e-6)
+
+
+def test_a_resume_with_another_config_is_refused_naming_the_keys(tmp_path):
+    assert drive(tmp_path, "epoch:1").returncode == -signal.SIGKILL
+    refused = drive(tmp_path, "none", "resume=true", "optimizer.learning_rate=0.5")
+    assert refused.returncode == 2
+    assert "config differs from the checkpointed run's in optimizer.learning_rate" in (
+        refused.stderr
+    )
+    forced = drive(
+        tmp_path, "none", "resume=true", "optimizer.learning_rate=0.5", "force_resume=true"
+    )
+    assert forced.returncode == 0, forced.stderr[-2000:]
+
+
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(tmp_path):
+    assert drive(tmp_path, "step:25").returncode == -signal.SIGKILL
+    checkpoints = sorted((tmp_path / "checkpoints").glob("*.weights.h5"))
+    assert [p.name for p in checkpoints] == ["epoch-0001.weights.h5", "epoch-0002.weights.h5"]
+    checkpoints[-1].write_bytes(b"truncated")
+    resumed = drive(tmp_path, "none", "resume=true")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "checkpoint epoch-0002 is unreadable" in resumed.stderr
+    assert json.loads((tmp_path / "metrics.json").read_text())["epochs_run"] == 3
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_sigterm_and_sigint_stop_after_the_step_with_status_interrupted(tmp_path, signum, code):
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tapefit",
+            "trainer.epochs=200",
+            "trainer.verbose=0",
+            f"hydra.run.dir={tmp_path}",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(tmp_path.glob("checkpoints/*.json")):
+            time.sleep(0.2)
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == code
+    assert "Traceback" not in stderr and "status.json says interrupted" in stderr
+    assert status(tmp_path)["state"] == "interrupted"
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_directory_in_use_by_a_live_process_is_refused(tmp_path, compose):
+    from tapefit import TapefitError
+    from tapefit.outputs import write_json
+    from tapefit.train import run
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        write_json(tmp_path / "status.json", {"state": "running", "pid": sleeper.pid})
+        with pytest.raises(TapefitError, match=rf"in use by a running process \(pid {sleeper.pid}"):
+            run(compose(["trainer.epochs=1"]), tmp_path)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+@pytest.mark.parametrize("experiment", ["classifier", "siamese"])
+def test_same_seed_and_determinism_give_identical_runs(compose, tmp_path, experiment):
+    from tapefit.train import run
+
+    overrides = [
+        f"experiment={experiment}",
+        "trainer.epochs=2",
+        "trainer.deterministic=true",
+        "trainer.verbose=0",
+    ]
+    if experiment == "siamese":
+        overrides += ["data.train_size=600", "data.val_size=100", "data.test_size=100"]
+    else:
+        overrides += ["data.train_limit=400"]
+    results = {}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        run(compose([*overrides, f"seed={seed}"]), tmp_path / name)
+        results[name] = (
+            weights(tmp_path / name),
+            json.loads((tmp_path / name / "history.json").read_text()),
+        )
+    for a, b in zip(results["a"][0], results["b"][0], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert results["a"][1] == results["b"][1]
+    assert any(
+        not np.array_equal(a, c) for a, c in zip(results["a"][0], results["c"][0], strict=True)
+    )
