@@ -22,7 +22,7 @@ from tapefit.errors import TapefitError
 from tapefit.outputs import write_json
 
 STATUS_FILE = "status.json"
-CHECKPOINTS = "checkpoints"
+CHECKPOINTS = "resume"  # epoch checkpoints for resume=true (not callbacks.model_checkpoint)
 # What a fresh run may remove from a directory whose earlier run failed or was interrupted.
 STALE = (
     "history.json",
@@ -33,6 +33,7 @@ STALE = (
     "tensorboard",
     "metrics.json",
     "model.keras",
+    "checkpoints",
 )
 
 

@@ -21,11 +21,11 @@ PACKAGE = Path(tapefit.__file__).resolve().parent
 LAYERS = [
     {"errors", "choices", "backend"},
     {"tape_model", "step_tools"},
-    {"models", "losses", "metrics", "data", "gradcheck", "outputs", "step_monitor"},
+    {"models", "losses", "metrics", "data", "gradcheck", "outputs", "step_monitor", "checkpoints"},
     {"config"},
-    {"runtime", "callbacks", "optimizers"},
+    {"runtime", "callbacks", "optimizers", "lifecycle", "resume", "objective"},
     {"tasks"},
-    {"train", "composition"},
+    {"train", "composition", "validation"},
     {"__init__", "__main__"},
 ]
 
@@ -140,6 +140,12 @@ class RegressionTask(Task):
 
     def compile_arguments(self, cfg, data):
         return {"loss": "mse", "metrics": ["mae"]}
+
+    def logged_metrics(self, cfg):
+        return ["loss", "mae"]
+
+    def default_objective(self, cfg):
+        return "val_mae"
 
 
 @pytest.fixture

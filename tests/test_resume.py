@@ -125,7 +125,7 @@ def test_a_resume_with_another_config_is_refused_naming_the_keys(tmp_path):
 
 def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(tmp_path):
     assert drive(tmp_path, "step:25").returncode == -signal.SIGKILL
-    checkpoints = sorted((tmp_path / "checkpoints").glob("*.weights.h5"))
+    checkpoints = sorted((tmp_path / "resume").glob("*.weights.h5"))
     assert [p.name for p in checkpoints] == ["epoch-0001.weights.h5", "epoch-0002.weights.h5"]
     checkpoints[-1].write_bytes(b"truncated")
     resumed = drive(tmp_path, "none", "resume=true")
@@ -154,7 +154,7 @@ def test_sigterm_and_sigint_stop_after_the_step_with_status_interrupted(tmp_path
     )
     try:
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not list(tmp_path.glob("checkpoints/*.json")):
+        while time.monotonic() < deadline and not list(tmp_path.glob("resume/*.json")):
             time.sleep(0.2)
         process.send_signal(signum)
         _, stderr = process.communicate(timeout=120)

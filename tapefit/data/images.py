@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +63,8 @@ def load_mnist_arrays(path: str | None) -> dict[str, np.ndarray]:
             ) from error
         return {"x_train": x_train, "y_train": y_train, "x_test": x_test, "y_test": y_test}
     file = Path(path).expanduser()
+    if file.is_dir():
+        raise TapefitError(f"data.path={path} is a directory: point it at the mnist.npz file")
     if not file.is_file():
         raise TapefitError(
             f"data.path={path} does not exist: point it at mnist.npz (from {MNIST_URL})"
@@ -74,8 +78,12 @@ def load_mnist_arrays(path: str | None) -> dict[str, np.ndarray]:
                     f"arrays {', '.join(MNIST_KEYS)} as in {MNIST_URL}"
                 )
             return {key: archive[key] for key in MNIST_KEYS}
-    except (OSError, ValueError) as error:
-        raise TapefitError(f"{file} is not a readable .npz file ({error})") from error
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+        # numpy's own message may suggest allow_pickle=True: never load untrusted pickles.
+        raise TapefitError(
+            f"{file} is not a readable .npz archive ({type(error).__name__}: truncated, "
+            f"corrupt or another format): download mnist.npz again from {MNIST_URL}"
+        ) from None
 
 
 def load_mnist_splits(path: str | None, val_fraction: float, seed: int) -> dict[str, Split]:
@@ -90,7 +98,16 @@ def load_mnist_splits(path: str | None, val_fraction: float, seed: int) -> dict[
                 f"{images.shape} and labels {labels.shape}"
             )
         if labels.min() < 0 or labels.max() > 9:
-            raise TapefitError(f"MNIST y_{prefix} labels must lie in 0..9; got {labels.max()}")
+            raise TapefitError(
+                f"MNIST y_{prefix} labels must lie in 0..9; they range from {labels.min()} to "
+                f"{labels.max()}"
+            )
+        check_finite(images, f"MNIST x_{prefix}")
+    if arrays["x_train"].shape[1:] != arrays["x_test"].shape[1:]:
+        raise TapefitError(
+            f"MNIST test images are {arrays['x_test'].shape[1:]} but training images "
+            f"{arrays['x_train'].shape[1:]}: both splits must have one image size"
+        )
     scale = 255.0 if arrays["x_train"].dtype == np.uint8 else 1.0
     x_all = (arrays["x_train"] / scale).astype("float32")[..., None]
     y_all = arrays["y_train"].astype("int64")
@@ -117,6 +134,17 @@ def _split_validation(
             images, labels, test_size=val_fraction, stratify=stratify, random_state=seed
         )
     )
+
+
+def check_finite(images: np.ndarray, name: str) -> None:
+    """A one-line error naming the first image that holds NaN or inf."""
+    if np.issubdtype(images.dtype, np.floating):
+        bad = np.flatnonzero(~np.isfinite(images.reshape(len(images), -1)).all(axis=1))
+        if bad.size:
+            raise TapefitError(
+                f"{name} holds NaN or inf in {bad.size} images (the first at index {bad[0]}): "
+                "clean the data"
+            )
 
 
 def check_fraction(key: str, value: float) -> float:

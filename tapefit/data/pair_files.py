@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import math
@@ -64,6 +65,8 @@ class PairFileSpec:
     label_range: list[float] = field(default_factory=lambda: [0.0, 5.0])
     label_type: LabelType = LabelType.graded  # binary: labels must be 0 or 1
     on_bad_line: OnBadLine = OnBadLine.error
+    max_skipped_fraction: float = 0.1  # with skip: refuse a file that loses more of its lines
+    encoding: str = "utf-8"  # a UTF-8 byte-order mark is dropped
 
     def __post_init__(self) -> None:
         self.format = parse_choice(FileFormat, self.format, "data.format")
@@ -76,6 +79,20 @@ class PairFileSpec:
             str(self.label_column),
         )
         self.label_range = [float(value) for value in self.label_range]
+        if self.delimiter is not None:
+            if "\\" in self.delimiter:  # typed as users type it: '\t'
+                self.delimiter = codecs.decode(self.delimiter, "unicode_escape")
+            if len(self.delimiter) != 1:
+                raise TapefitError(
+                    f"data.delimiter={self.delimiter!r} must be one character (a tab: '\\t')"
+                )
+        try:
+            codecs.lookup(self.encoding)
+        except LookupError:
+            raise TapefitError(
+                f"data.encoding={self.encoding!r} is not a known text encoding: use e.g. utf-8, "
+                "latin-1 or cp1252"
+            ) from None
 
     @classmethod
     def from_config(cls, options: Any) -> PairFileSpec:
@@ -134,10 +151,16 @@ def _column_index(name: str, header: list[str] | None, path: Path) -> int:
     raise TapefitError(f"{path}: no column {name!r} in the header; it has {header}")
 
 
+def _text_encoding(spec: PairFileSpec) -> str:
+    """The codec to open files with: UTF-8 drops a byte-order mark."""
+    return "utf-8-sig" if codecs.lookup(spec.encoding).name == "utf-8" else spec.encoding
+
+
 def _delimited_records(path: Path, kind: str, spec: PairFileSpec):
-    """Yield `(line_number, (text1, text2, label) or error)` from a CSV/TSV file."""
+    """Yield `(first_line, last_line, (text1, text2, label) or error)` from a CSV/TSV file;
+    a record spans several lines when a quoted field does."""
     delimiter = spec.delimiter or ("," if kind == "csv" else "\t")
-    with path.open(newline="", encoding="utf-8") as file:
+    with path.open(newline="", encoding=_text_encoding(spec)) as file:
         quoting = QUOTING[spec.quoting.value]
         reader = csv.reader(file, delimiter=delimiter, quoting=quoting, strict=True)
         header = None
@@ -152,77 +175,100 @@ def _delimited_records(path: Path, kind: str, spec: PairFileSpec):
             _column_index(name, header, path)
             for name in (spec.text1_column, spec.text2_column, spec.label_column)
         ]
-        width = len(header) if header is not None else None
+        needed = max(columns) + 1 if header is None else max(len(header), max(columns) + 1)
         while True:
+            first = reader.line_num + 1
             try:
                 fields = next(reader)
             except StopIteration:
                 return
             except csv.Error as error:
-                yield reader.line_num, ValueError(f"malformed line ({error})")
-                continue
-            if not fields:
-                continue
-            if width is None:
-                width = len(fields)
-            if len(fields) != width or max(columns) >= len(fields):
                 yield (
+                    first,
                     reader.line_num,
                     ValueError(
-                        f"{len(fields)} fields where {max(width, max(columns) + 1)} were expected"
+                        f"unterminated quote: the quoted field opened here runs to line "
+                        f"{reader.line_num} ({error}); close it, or set data.quoting=none"
                     ),
                 )
                 continue
-            yield reader.line_num, tuple(fields[i] for i in columns)
+            if not fields:
+                continue
+            if max(columns) >= len(fields) or (header is not None and len(fields) < needed):
+                spans = reader.line_num > first
+                hint = (
+                    f" (a quote opened here runs to line {reader.line_num}: is it unterminated?)"
+                    if spans
+                    else ""
+                )
+                yield (
+                    first,
+                    reader.line_num,
+                    ValueError(f"{len(fields)} fields where {needed} were expected{hint}"),
+                )
+                continue
+            # Trailing fields beyond the ones selected (source columns of STS files) are kept.
+            yield first, reader.line_num, tuple(fields[i] for i in columns)
 
 
 def _jsonl_records(path: Path, spec: PairFileSpec):
-    """Yield `(line_number, (text1, text2, label) or error)` from a JSON-lines file."""
+    """Yield `(line, line, (text1, text2, label) or error)` from a JSON-lines file."""
     keys = (spec.text1_column, spec.text2_column, spec.label_column)
-    with path.open(encoding="utf-8") as file:
+    with path.open(encoding=_text_encoding(spec)) as file:
         for number, line in enumerate(file, start=1):
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                yield number, ValueError(f"invalid JSON ({error.msg})")
+                yield number, number, ValueError(f"invalid JSON ({error.msg})")
                 continue
             missing = [key for key in keys if not isinstance(record, dict) or key not in record]
             if missing:
-                yield number, ValueError(f"missing key(s) {missing}")
+                yield number, number, ValueError(f"missing key(s) {missing}")
                 continue
-            yield number, tuple(record[key] for key in keys)
+            yield number, number, tuple(record[key] for key in keys)
 
 
 def read_pair_file(path: str | Path, spec: PairFileSpec) -> PairRows:
-    """Read `(text1, text2, label)` rows; bad lines raise (file:line) or are skipped and counted."""
+    """Read `(text1, text2, label)` rows; bad lines raise (file:line) or are skipped and counted
+    (every line a bad record spans), up to `spec.max_skipped_fraction` of the file."""
     path = Path(path).expanduser()
+    if path.is_dir():
+        raise TapefitError(f"pair file {path} is a directory: point the path at a file in it")
     if not path.is_file():
         raise TapefitError(f"pair file {path} does not exist: check data.train_path/test_path")
     kind = resolve_format(path, spec)
     records = (
         _jsonl_records(path, spec) if kind == "jsonl" else _delimited_records(path, kind, spec)
     )
-    texts_a, texts_b, labels, skipped = [], [], [], []
-    for number, record in records:
-        try:
-            if isinstance(record, Exception):
-                raise record
-            text_a, text_b, raw_label = record
-            if not isinstance(text_a, str) or not isinstance(text_b, str):
-                raise ValueError("texts must be strings")
-            label = _parse_label(raw_label, spec)
-        except ValueError as error:
-            if spec.on_bad_line == OnBadLine.skip:
-                skipped.append(number)
-                continue
-            raise TapefitError(
-                f"{path}:{number}: {error}; fix the line or set data.on_bad_line=skip"
-            ) from None
-        texts_a.append(text_a)
-        texts_b.append(text_b)
-        labels.append(label)
+    texts_a, texts_b, labels, skipped, lines = [], [], [], [], 0
+    try:
+        for first, last, record in records:
+            lines += last - first + 1
+            try:
+                text_a, text_b, label = _checked_record(record, spec)
+            except ValueError as error:
+                if spec.on_bad_line == OnBadLine.skip:
+                    skipped.extend(range(first, last + 1))
+                    continue
+                raise TapefitError(
+                    f"{path}:{first}: {error}; fix the line or set data.on_bad_line=skip"
+                ) from None
+            texts_a.append(text_a)
+            texts_b.append(text_b)
+            labels.append(label)
+    except UnicodeDecodeError as error:
+        raise TapefitError(
+            f"{path} is not {spec.encoding} text ({error.reason} at byte {error.start}): set "
+            "data.encoding to the file's encoding, e.g. data.encoding=latin-1"
+        ) from None
+    if skipped and len(skipped) > spec.max_skipped_fraction * lines:
+        raise TapefitError(
+            f"{path}: {len(skipped)} of {lines} lines are bad (from line {skipped[0]}), more "
+            f"than data.max_skipped_fraction={spec.max_skipped_fraction}: fix the file "
+            "(an unterminated quote swallows the lines after it) or raise the fraction"
+        )
     if not labels:
         detail = f" ({len(skipped)} bad lines skipped)" if skipped else ""
         raise TapefitError(
@@ -235,3 +281,14 @@ def read_pair_file(path: str | Path, spec: PairFileSpec) -> PairRows:
         skipped=len(skipped),
         skipped_lines=skipped[:20],
     )
+
+
+def _checked_record(record: Any, spec: PairFileSpec) -> tuple[str, str, float]:
+    if isinstance(record, Exception):
+        raise record
+    text_a, text_b, raw_label = record
+    if not isinstance(text_a, str) or not isinstance(text_b, str):
+        raise ValueError("texts must be strings")
+    if not text_a.strip() or not text_b.strip():
+        raise ValueError("a text is empty")
+    return text_a, text_b, _parse_label(raw_label, spec)

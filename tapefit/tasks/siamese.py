@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import keras
+import numpy as np
 from omegaconf import MISSING, OmegaConf
 
 from tapefit.data.pair_files import LabelType, PairFileSpec
@@ -111,6 +112,14 @@ def load_pair_files(options: Any, seed: int) -> PairData:
         "test": options.test_path,
     }
     splits, skipped = file_splits(paths, spec, options.val_fraction, options.test_fraction, seed)
+    labels = np.concatenate([split[2] for split in splits.values()])
+    binary_looking = set(np.unique(labels)) <= {0.0, 1.0} and spec.label_range[1] > 1.0
+    if spec.label_type == LabelType.graded and binary_looking:
+        raise TapefitError(
+            "every label in the pair files is 0 or 1, but data.label_type=graded would read them "
+            "as grades: set data.label_type=binary model.loss.name=contrastive (or "
+            "data.label_range=[0, 1] if they really are grades)"
+        )
     return pair_data(
         splits,
         spec.label_type,
