@@ -22,10 +22,22 @@ def random_states(model: keras.Model) -> list:
     return [v for v in model.variables if id(v) not in weights]
 
 
+def _order(marker: Path) -> tuple[int, int]:
+    """(epochs done, steps into the next epoch) from `epoch-NNNN[-step-SSSSS].json`."""
+    parts = marker.stem.split("-")
+    return int(parts[1]), int(parts[3]) if len(parts) > 3 else 0
+
+
+def checkpoints_in(directory: Path) -> list[Path]:
+    """The checkpoint markers in `directory`, oldest first."""
+    return sorted(directory.glob(f"{PREFIX}*.json"), key=_order)
+
+
 class EpochCheckpoint(keras.callbacks.Callback):
-    """At each epoch end, save `epoch-NNNN.weights.h5` and then `epoch-NNNN.json` (the commit
-    marker: epoch count, history, `metadata`) into `directory`; keep the newest `keep`. With
-    `save=False` it only collects the epochs' logs (`history`).
+    """At each epoch end (and every `every_steps` optimizer steps if set), save
+    `epoch-NNNN[-step-SSSSS].weights.h5` and then its `.json` (the commit marker: epochs done,
+    steps into the next, history, random and metric states, `metadata`) into `directory`; keep
+    the newest `keep`. With `save=False` it only collects the epochs' logs (`history`).
 
     Put it after callbacks that add to the epoch logs and before those that write them
     (TensorBoard, CSVLogger), so every logged epoch is in a checkpoint.
@@ -38,37 +50,84 @@ class EpochCheckpoint(keras.callbacks.Callback):
         history: list[dict[str, float]] | None = None,
         keep: int = 2,
         save: bool = True,
+        every_steps: int | None = None,
     ) -> None:
         super().__init__()
         self.directory, self.metadata, self.keep = Path(directory), metadata, keep
-        self.history, self.save = list(history or []), save
+        self.history, self.save, self.every_steps = list(history or []), save, every_steps
+        self.epoch = 0
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        self.last_step = int(self.model.optimizer.iterations.numpy())
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if not (self.save and self.every_steps):
+            return
+        step = int(self.model.optimizer.iterations.numpy())
+        if step // self.every_steps > self.last_step // self.every_steps:
+            self.last_step = step
+            self._save(self.epoch, batch + 1)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.history.append(to_builtin(dict(logs or {})))
-        if not self.save:
-            return  # the history is still collected: it is the run's history.json
-        name = f"{PREFIX}{epoch + 1:04d}"
+        if self.save:  # else only the history is collected: it is the run's history.json
+            self._save(epoch + 1, 0)
+
+    def _save(self, epochs_done: int, steps_in_epoch: int) -> None:
+        name = f"{PREFIX}{epochs_done:04d}" + (
+            f"-step-{steps_in_epoch:05d}" if steps_in_epoch else ""
+        )
         with atomic_path(self.directory / f"{name}.weights.h5", suffix=".weights.h5") as path:
             self.model.save_weights(path)
-        states = [to_builtin(v.numpy()) for v in random_states(self.model)]
         write_json(
             self.directory / f"{name}.json",
             {
-                "epochs_done": epoch + 1,
+                "epochs_done": epochs_done,
+                "steps_in_epoch": steps_in_epoch,
                 "history": self.history,
-                "random_states": states,
+                "random_states": [to_builtin(v.numpy()) for v in random_states(self.model)],
+                "metric_states": [to_builtin(v.numpy()) for v in self.model.metrics_variables],
                 **self.metadata,
             },
         )
-        for old in sorted(self.directory.glob(f"{PREFIX}*.json"))[: -self.keep]:
+        for old in checkpoints_in(self.directory)[: -self.keep]:
             old.unlink(missing_ok=True)
             old.with_suffix(".weights.h5").unlink(missing_ok=True)
+
+
+class RestoreMetrics(keras.callbacks.Callback):
+    """Add back the metric states of a checkpoint taken mid-epoch, so the resumed epoch's
+    averages include the steps before the checkpoint. Keras builds compiled metrics inside the
+    first step, so the saved states are added after it; Keras' metrics keep running sums
+    (total and count, true positives, ...), so adding is exact."""
+
+    def __init__(self, states: list) -> None:
+        super().__init__()
+        self.states = states
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self.states is None:
+            return
+        variables = self.model.metrics_variables
+        if len(variables) != len(self.states):
+            warnings.warn(
+                "the checkpoint's metric states do not fit this model's metrics: the resumed "
+                "epoch's averages cover only the steps after the resume",
+                stacklevel=2,
+            )
+        else:
+            for variable, value in zip(variables, self.states, strict=True):
+                variable.assign_add(keras.ops.cast(value, variable.dtype))
+        self.states = None
 
 
 def restore_latest(directory: Path, model: keras.Model) -> dict[str, Any] | None:
     """Load the newest checkpoint that reads back into `model` and return its metadata; an
     unreadable one is skipped for the one before, with a warning. None if there is none."""
-    for marker in sorted(directory.glob(f"{PREFIX}*.json"), reverse=True):
+    for marker in reversed(checkpoints_in(directory)):
         try:
             metadata = json.loads(marker.read_text())
             for optimizer in getattr(model, "optimizers", {"": model.optimizer}).values():

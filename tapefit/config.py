@@ -88,6 +88,7 @@ class TrainerConfig:
     deterministic: bool = False  # TF op determinism: reproducible, slower
     save_model: bool = True
     checkpoints: bool = True  # a checkpoint per epoch (last 2 kept) so resume=true can continue
+    checkpoint_every_steps: int | None = None  # also mid-epoch, every N optimizer steps
     # The tape step's policies (TapeModel.compile): what a NaN/inf step does, what a variable
     # without a gradient does, which variables may have none (fnmatch patterns of their paths).
     on_nonfinite: OnNonFinite = OnNonFinite.stop

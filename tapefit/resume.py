@@ -10,6 +10,7 @@ from typing import Any
 
 import tensorflow as tf
 from omegaconf import OmegaConf
+from tensorflow.core.util import event_pb2
 
 from tapefit.errors import TapefitError
 from tapefit.outputs import atomic_write
@@ -56,7 +57,11 @@ def history_lists(epochs: list[dict[str, float]]) -> dict[str, list[float]]:
 
 
 def rewrite_csv(path: Path, epochs: list[dict[str, float]]) -> None:
-    """history.csv as Keras' CSVLogger writes it, for exactly the checkpointed epochs."""
+    """history.csv as Keras' CSVLogger writes it, for exactly the checkpointed epochs (no
+    file when there are none, so the logger writes its own header)."""
+    if not epochs:
+        path.unlink(missing_ok=True)
+        return
     keys = sorted({key for logs in epochs for key in logs})
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=["epoch", *keys], lineterminator="\n")
@@ -70,7 +75,8 @@ def _logged_epochs(log_dir: Path) -> set[int]:
     steps: set[int] = set()
     for events in log_dir.glob("events.out.tfevents.*"):
         try:
-            for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for record in tf.data.TFRecordDataset(str(events)):
+                event = event_pb2.Event.FromString(record.numpy())
                 if any(value.tag == "epoch_loss" for value in event.summary.value):
                     steps.add(int(event.step))
         except tf.errors.DataLossError:

@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from tapefit.callbacks import build_callbacks
-from tapefit.checkpoints import EpochCheckpoint, restore_latest
+from tapefit.checkpoints import EpochCheckpoint, RestoreMetrics, restore_latest
 from tapefit.errors import TapefitError
 from tapefit.lifecycle import (
     CHECKPOINTS,
@@ -99,22 +99,33 @@ def fit(
     run_dir: Path,
     extra_callbacks: list[keras.callbacks.Callback] | None = None,
     initial_epoch: int = 0,
+    append: bool = False,
+    *,
+    epochs: int | None = None,
+    skip_steps: int = 0,
+    replay: bool = True,
 ) -> keras.callbacks.History:
     """`model.fit` on the data: the family's callbacks first (they add to the epoch logs), then
-    `extra_callbacks` (checkpoints, which must precede the writers), then the configured ones."""
+    `extra_callbacks` (checkpoints, which must precede the writers), then the configured ones.
+
+    From `initial_epoch` > 0 (a resume), the shuffles of the finished epochs are replayed
+    first (unless `replay` is false because an earlier fit in this process drew them), and
+    `skip_steps` batches of the first epoch are skipped; the CSV log is appended to.
+    """
     callbacks = task_for(cfg).callbacks(cfg, data)
     if cfg.trainer.on_nonfinite != "ignore":
         callbacks.insert(0, NonFiniteGuard())
     callbacks += build_callbacks(
-        cfg.callbacks, run_dir, before_writers=extra_callbacks, append=initial_epoch > 0
+        cfg.callbacks, run_dir, before_writers=extra_callbacks, append=append
     )
     callbacks.append(EpochLog())
-    replay_shuffles(data.train, initial_epoch, cfg.trainer.steps_per_epoch)
+    if replay:
+        replay_shuffles(data.train, initial_epoch, cfg.trainer.steps_per_epoch)
     return model.fit(
-        data.train,
+        data.train.skip(skip_steps) if skip_steps else data.train,
         validation_data=data.val,
         shuffle=False,  # the tf.data pipeline already reshuffles, from the seed
-        epochs=cfg.trainer.epochs,
+        epochs=epochs or cfg.trainer.epochs,
         initial_epoch=initial_epoch,
         steps_per_epoch=cfg.trainer.steps_per_epoch,
         validation_steps=cfg.trainer.validation_steps,
@@ -205,7 +216,7 @@ def train(cfg: Any, run_dir: Path, callbacks: list | None, stopper: StopOnSignal
     data = build_data(cfg)
     model = build_model(cfg, data, strategy)
     checkpoints = run_dir / CHECKPOINTS
-    done, epochs = 0, []
+    done, steps_in, epochs, metric_states = 0, 0, [], None
     if cfg.resume:
         restored = restore_latest(checkpoints, model)
         if restored is None:
@@ -213,17 +224,40 @@ def train(cfg: Any, run_dir: Path, callbacks: list | None, stopper: StopOnSignal
         else:
             check_same_config(restored["config"], cfg, cfg.force_resume)
             done, epochs = restored["epochs_done"], restored["history"]
-            log.info("resuming %s after epoch %d", run_dir, done)
+            steps_in, metric_states = restored["steps_in_epoch"], restored["metric_states"]
+            log.info("resuming %s after epoch %d and %d steps", run_dir, done, steps_in)
             if cfg.callbacks.csv_logger.enabled:
                 rewrite_csv(run_dir / cfg.callbacks.csv_logger.filename, epochs)
             if cfg.callbacks.tensorboard.enabled:
                 fill_tensorboard(run_dir / "tensorboard", epochs)
     checkpointer = EpochCheckpoint(
-        checkpoints, {"config": config_snapshot(cfg)}, epochs, save=cfg.trainer.checkpoints
+        checkpoints,
+        {"config": config_snapshot(cfg)},
+        epochs,
+        save=cfg.trainer.checkpoints,
+        every_steps=cfg.trainer.checkpoint_every_steps,
     )
     extra = [stopper, checkpointer, *(callbacks or [])]
+    append = bool(epochs)
+    if steps_in and done < cfg.trainer.epochs:
+        # The rest of the interrupted epoch, on its own: the same shuffle, its first
+        # `steps_in` batches skipped, the metrics' running sums put back.
+        fit(
+            cfg,
+            model,
+            data,
+            run_dir,
+            [*extra, RestoreMetrics(metric_states)],
+            done,
+            append,
+            epochs=done + 1,
+            skip_steps=steps_in,
+        )
+        done, append, replayed = done + 1, True, True
+    else:
+        replayed = False
     if done < cfg.trainer.epochs:
-        fit(cfg, model, data, run_dir, extra, initial_epoch=done)
+        fit(cfg, model, data, run_dir, extra, done, append, replay=not replayed)
     timings = {"started": started, "train_time_s": time.perf_counter() - started}
     return finalize(cfg, model, data, history_lists(checkpointer.history), run_dir, timings)
 

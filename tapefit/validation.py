@@ -104,6 +104,7 @@ def check_config(cfg: Any) -> None:
     at_least(trainer.steps_per_epoch, 1, "trainer.steps_per_epoch", allow_null=True)
     at_least(trainer.validation_steps, 1, "trainer.validation_steps", allow_null=True)
     at_least(trainer.steps_per_execution, 1, "trainer.steps_per_execution")
+    at_least(trainer.checkpoint_every_steps, 1, "trainer.checkpoint_every_steps", allow_null=True)
     at_least(cfg.data.batch_size, 1, "data.batch_size")
     at_least(
         cfg.callbacks.step_telemetry.every_n_steps, 1, "callbacks.step_telemetry.every_n_steps"

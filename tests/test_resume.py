@@ -23,7 +23,7 @@ OVERRIDES = [
 ]
 
 DRIVER = """
-import os, signal, sys
+import logging, os, signal, sys
 import keras
 import tapefit
 
@@ -39,6 +39,7 @@ class Kill(keras.callbacks.Callback):
         if self.kind == "epoch" and epoch + 1 == int(self.value):
             os.kill(os.getpid(), signal.SIGKILL)
 
+logging.basicConfig(level=logging.INFO)
 run_dir, at, *overrides = sys.argv[1:]
 cfg = tapefit.compose(overrides)
 callbacks = [Kill(at)] if at != "none" else []
@@ -79,23 +80,30 @@ def weights(run_dir):
 
 
 @pytest.mark.parametrize(
-    "kill_at",
-    ["step:3", "epoch:1", "step:28"],  # early in epoch 1, between epochs, late in the last
+    ("kill_at", "extra"),
+    [
+        ("step:3", []),  # early in epoch 1, before any checkpoint
+        ("epoch:1", []),  # between epochs: checkpointed, not yet in TensorBoard or the CSV
+        ("step:28", []),  # late in the last epoch: that epoch is repeated from its start
+        ("step:27", ["trainer.checkpoint_every_steps=4"]),  # resumed mid-epoch, after step 24
+    ],
 )
-def test_resume_after_sigkill_equals_the_uninterrupted_run(uninterrupted, tmp_path, kill_at):
-    killed = drive(tmp_path, kill_at)
+def test_resume_after_sigkill_equals_the_uninterrupted_run(uninterrupted, tmp_path, kill_at, extra):
+    killed = drive(tmp_path, kill_at, *extra)
     assert killed.returncode == -signal.SIGKILL
     assert status(tmp_path)["state"] == "running"  # nothing claims it finished
     assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "model.keras").exists()
     if kill_at == "step:3":  # no checkpoint yet: a plain re-run starts again from scratch
-        again = drive(tmp_path)
+        again = drive(tmp_path, "none", *extra)
         assert again.returncode == 0, again.stderr[-2000:]
     else:
-        refused = drive(tmp_path)
+        refused = drive(tmp_path, "none", *extra)
         assert refused.returncode == 2
         assert "holds a killed run with checkpoints: add resume=true" in refused.stderr
-        resumed = drive(tmp_path, "none", "resume=true")
+        resumed = drive(tmp_path, "none", "resume=true", *extra)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
+        if extra:
+            assert "resuming" in resumed.stderr and "after epoch 2 and 4 steps" in resumed.stderr
     assert status(tmp_path)["state"] == "completed"
     for expected, actual in zip(weights(uninterrupted), weights(tmp_path), strict=True):
         np.testing.assert_array_equal(actual, expected)
