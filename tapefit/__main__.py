@@ -5,6 +5,7 @@ The backend guard runs in `tapefit/__init__.py`, which Python imports before thi
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import hydra
@@ -28,6 +29,7 @@ def main(cfg: DictConfig) -> float:
     from tapefit.lifecycle import RunInterrupted
     from tapefit.train import run
 
+    logging.captureWarnings(True)  # warnings reach tapefit.log through Hydra's job logging
     try:
         metrics = run(cfg, HydraConfig.get().runtime.output_dir)
     except TapefitError as error:

@@ -238,3 +238,17 @@ def test_the_cli_prints_one_error_line_without_a_traceback(tmp_path):
     assert json.loads((tmp_path / "status.json").read_text())["state"] == "failed"
     log = (tmp_path / "tapefit.log").read_text()
     assert f"run directory: {tmp_path}" in log
+
+
+def test_epochs_final_metrics_and_warnings_reach_tapefit_log(tmp_path):
+    result = run_cli(
+        *QUICK, "trainer.precision=mixed_bfloat16", "trainer.epochs=2", f"hydra.run.dir={tmp_path}"
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = (tmp_path / "tapefit.log").read_text()
+    assert "epoch 1: accuracy=" in log and "epoch 2: accuracy=" in log
+    assert "completed: test_accuracy=" in log
+    from tapefit.runtime import cpu_has_amx_bfloat16
+
+    if cpu_has_amx_bfloat16() is False:  # tapefit warns about bf16 only on CPUs without AMX
+        assert "WARNING" in log and "mixed_bfloat16 on a CPU without AMX" in log
