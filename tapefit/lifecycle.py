@@ -140,6 +140,13 @@ class StopOnSignal(keras.callbacks.Callback):
     def __init__(self) -> None:
         super().__init__()
         self.signum: int | None = None
+        self.training = False
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        self.training = True
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        self.training = False
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         if self.signum is not None:
@@ -158,8 +165,8 @@ def interruptible(stopper: StopOnSignal) -> Iterator[StopOnSignal]:
         return
 
     def handle(signum: int, frame: Any) -> None:
-        if stopper.model is None or stopper.signum is not None:
-            raise RunInterrupted(signum)
+        if not stopper.training or stopper.signum is not None:
+            raise RunInterrupted(signum)  # outside fit there is no step to finish
         stopper.signum = signum
 
     previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
