@@ -6,6 +6,7 @@ The backend guard runs in `tapefit/__init__.py`, which Python imports before thi
 from __future__ import annotations
 
 import logging
+import math
 import sys
 
 import hydra
@@ -42,8 +43,10 @@ def main(cfg: DictConfig) -> float:
         "test metrics: "
         + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if k.startswith("test_"))
     )
-    print(f"objective: {metrics['objective']}={metrics['objective_value']:.4f}")
-    return float(metrics["objective_value"])
+    value = metrics["objective_value"]
+    value = math.nan if value is None else float(value)  # no finite epoch value: NaN
+    print(f"objective: {metrics['objective']}={value:.4f}")
+    return value
 
 
 if __name__ == "__main__":

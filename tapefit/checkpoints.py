@@ -56,6 +56,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
         self.directory, self.metadata, self.keep = Path(directory), metadata, keep
         self.history, self.save, self.every_steps = list(history or []), save, every_steps
         self.epoch = 0
+        self.skipped_steps = 0  # batches of the current epoch done before this fit (a resume)
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         self.last_step = int(self.model.optimizer.iterations.numpy())
@@ -69,9 +70,11 @@ class EpochCheckpoint(keras.callbacks.Callback):
         step = int(self.model.optimizer.iterations.numpy())
         if step // self.every_steps > self.last_step // self.every_steps:
             self.last_step = step
-            self._save(self.epoch, batch + 1)
+            if batch + 1 != self.params.get("steps"):  # the epoch's end saves a full one
+                self._save(self.epoch, self.skipped_steps + batch + 1)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        self.skipped_steps = 0
         self.history.append(to_builtin(dict(logs or {})))
         if self.save:  # else only the history is collected: it is the run's history.json
             self._save(epoch + 1, 0)

@@ -99,9 +99,9 @@ def check_writable(run_dir: Path) -> None:
         ) from None
 
 
-def claim(run_dir: Path, resume: bool) -> dict[str, Any] | None:
+def claim(run_dir: Path, resume: bool) -> None:
     """Check `run_dir`, refuse it if another run owns it or finished in it, clear what a failed
-    run left, and mark it running. Returns the previous status (None for a new directory)."""
+    run left, and mark it running."""
     check_writable(run_dir)
     previous = read_status(run_dir)
     state = (previous or {}).get("state")
@@ -131,7 +131,6 @@ def claim(run_dir: Path, resume: bool) -> dict[str, Any] | None:
             else:
                 path.unlink(missing_ok=True)
     write_status(run_dir, "running")
-    return previous
 
 
 class StopOnSignal(keras.callbacks.Callback):

@@ -50,7 +50,9 @@ def best_threshold_accuracy(scores: np.ndarray, labels: np.ndarray) -> tuple[flo
     k_allowed = np.concatenate([[True], sorted_scores[:-1] != sorted_scores[1:], [True]])
     correct = np.where(k_allowed, correct, -1)
     best = int(np.argmax(correct))
-    threshold = np.inf if best == 0 else float(sorted_scores[best - 1])
+    # Predicting no positive at all: the threshold just above the highest score (finite).
+    cut = sorted_scores[best - 1] if best else np.nextafter(sorted_scores[0], np.inf)
+    threshold = float(cut)
     return float(correct[best] / len(labels)), threshold
 
 

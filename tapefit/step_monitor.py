@@ -88,9 +88,16 @@ class StepTelemetry(keras.callbacks.Callback):
         if step // self.every_n_steps > self.last_step // self.every_n_steps:
             self.write()
 
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        self.flush()  # a killed run keeps the rows of its finished epochs
+
     def on_train_end(self, logs: dict | None = None) -> None:
         if int(self.model.optimizer.iterations.numpy()) > self.last_step:
             self.write()
+        self.flush()
+
+    def flush(self) -> None:
+        """Flush the TensorBoard writer and append the rows written since to `csv_path`."""
         self.writer.flush()
         if self.csv_path is not None and self.rows:
             self.csv_path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,6 +107,7 @@ class StepTelemetry(keras.callbacks.Callback):
                 if new:
                     writer.writeheader()
                 writer.writerows(self.rows)
+        self.rows = []
 
 
 class NonFiniteGuard(keras.callbacks.Callback):

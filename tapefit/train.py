@@ -127,7 +127,9 @@ def fit(
         shuffle=False,  # the tf.data pipeline already reshuffles, from the seed
         epochs=epochs or cfg.trainer.epochs,
         initial_epoch=initial_epoch,
-        steps_per_epoch=cfg.trainer.steps_per_epoch,
+        steps_per_epoch=(
+            cfg.trainer.steps_per_epoch - skip_steps if cfg.trainer.steps_per_epoch else None
+        ),
         validation_steps=cfg.trainer.validation_steps,
         callbacks=callbacks,
         verbose=cfg.trainer.verbose,
@@ -210,7 +212,8 @@ def train(cfg: Any, run_dir: Path, callbacks: list | None, stopper: StopOnSignal
     check_config(cfg)
     task = task_for(cfg)
     logged = expected_logs(cfg)
-    test_metrics = {f"test_{n.removeprefix('val_')}" for n in logged if n != "learning_rate"}
+    per_epoch_only = {"learning_rate", "skipped_steps"}  # not something evaluate() reports
+    test_metrics = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
     check_objective(objective_name(cfg, task.default_objective(cfg)), logged, test_metrics)
     strategy = prepare(cfg)
     data = build_data(cfg)
@@ -241,13 +244,15 @@ def train(cfg: Any, run_dir: Path, callbacks: list | None, stopper: StopOnSignal
     append = bool(epochs)
     if steps_in and done < cfg.trainer.epochs:
         # The rest of the interrupted epoch, on its own: the same shuffle, its first
-        # `steps_in` batches skipped, the metrics' running sums put back.
+        # `steps_in` batches skipped, the metrics' running sums put back (before the
+        # checkpointer, so a step checkpoint of this epoch carries them too).
+        checkpointer.skipped_steps = steps_in
         fit(
             cfg,
             model,
             data,
             run_dir,
-            [*extra, RestoreMetrics(metric_states)],
+            [stopper, RestoreMetrics(metric_states), checkpointer, *(callbacks or [])],
             done,
             append,
             epochs=done + 1,

@@ -46,13 +46,6 @@ def at_least(value: Any, minimum: float, key: str, allow_null: bool = False) -> 
         raise TapefitError(f"{key}={value} must be at least {minimum}{null}")
 
 
-def fraction(value: float, key: str, upper_inclusive: bool = False) -> None:
-    """A one-line error unless 0 <= value < 1 (<= 1 if `upper_inclusive`)."""
-    if not (0.0 <= value <= 1.0 if upper_inclusive else 0.0 <= value < 1.0):
-        bound = "1]" if upper_inclusive else "1)"
-        raise TapefitError(f"{key}={value} must lie in [0, {bound}")
-
-
 def inside_run_dir(name: str, key: str) -> None:
     """Files that callbacks write must stay inside the run directory."""
     path = PurePath(name)
@@ -111,6 +104,12 @@ def check_config(cfg: Any) -> None:
     )
     if not cfg.optimizer.learning_rate > 0:
         raise TapefitError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be > 0")
+    at_least(cfg.callbacks.tensorboard.profile_batch, 0, "callbacks.tensorboard.profile_batch")
+    if not 0.0 < cfg.callbacks.reduce_lr_on_plateau.factor < 1.0:
+        raise TapefitError(
+            f"callbacks.reduce_lr_on_plateau.factor={cfg.callbacks.reduce_lr_on_plateau.factor}"
+            " must lie in (0, 1): it multiplies the learning rate on a plateau"
+        )
     for key in ("csv_logger", "model_checkpoint"):
         inside_run_dir(cfg.callbacks[key].filename, f"callbacks.{key}.filename")
     if trainer.strategy == "multi_worker":

@@ -59,6 +59,21 @@ def refused(compose, tmp_path, overrides, match):
             r"monitor=val_acc is not a logged metric: choose one of .*val_accuracy",
         ),
         (["objective=val_f1"], r"objective=val_f1 is never logged by this run"),
+        (
+            ["trainer.on_nonfinite=skip", "objective=test_skipped_steps"],
+            r"objective=test_skipped_steps is never logged by this run",
+        ),
+        (
+            [
+                "callbacks.reduce_lr_on_plateau.enabled=true",
+                "callbacks.reduce_lr_on_plateau.factor=2",
+            ],
+            r"reduce_lr_on_plateau\.factor=2\.0 must lie in \(0, 1\)",
+        ),
+        (
+            ["callbacks.tensorboard.profile_batch=-1"],
+            r"callbacks\.tensorboard\.profile_batch=-1 must be at least 0",
+        ),
         ([*SIAMESE[:1], "data.sequence_length=0"], r"data\.sequence_length=0 must be at least 1"),
         (
             [*SIAMESE[:1], "model.loss.name=contrastive"],
@@ -194,6 +209,39 @@ def test_binary_labels_with_a_graded_loss_are_refused(compose, tmp_path):
         file_run(compose, tmp_path, path),
         r"every label in the pair files is 0 or 1.*data\.label_type=binary",
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        (["data.val_fraction=1.2"], r"data\.val_fraction=1\.2 must lie in \[0, 1\)"),
+        (
+            ["data.val_fraction=0.5", "data.test_fraction=0.5"],
+            r"data\.val_fraction \+ data\.test_fraction = 1\.0 leaves no training pairs",
+        ),
+        (["data.label_range=[5]"], r"data\.label_range=\[5\.0\] must be two numbers"),
+        (["data.label_range=[5,0]"], r"data\.label_range=\[5\.0, 0\.0\] must be two numbers"),
+        (
+            ["data.quoting=nonnumeric"],
+            r"pairs\.csv:2: an unquoted field that is not a number .*every text must be quoted",
+        ),
+        (
+            ["data.quoting=nonnumeric", "data.header=true"],
+            r"pairs\.csv:1: unreadable header .*quote the header's names",
+        ),
+    ],
+)
+def test_pair_file_options_that_cannot_work(compose, tmp_path, options, match):
+    header = '"text1","text2","label"' if "data.header=true" not in options else "a,b,c"
+    path = pairs_file(tmp_path, header + "\n" + pair_lines(40))
+    refused(compose, tmp_path, file_run(compose, tmp_path, path, *options), match)
+
+
+def test_nonnumeric_quoting_reads_quoted_texts_and_bare_numbers(compose, tmp_path):
+    lines = "".join(f'"alpha {i}","beta {i}",{i % 6}\n' for i in range(40))
+    path = pairs_file(tmp_path, '"text1","text2","label"\n' + lines)
+    metrics = run(compose(file_run(compose, tmp_path, path, "data.quoting=nonnumeric")), tmp_path)
+    assert sum(metrics["samples"].values()) == 40
 
 
 @pytest.mark.parametrize(

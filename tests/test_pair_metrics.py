@@ -23,6 +23,13 @@ def test_best_threshold_accuracy_matches_brute_force(seed):
     assert np.mean((scores >= threshold) == labels.astype(bool)) == pytest.approx(accuracy)
 
 
+def test_an_all_negative_split_gets_a_finite_threshold_that_predicts_no_positive():
+    scores = np.array([0.2, -0.5, 0.9, 0.9])
+    accuracy, threshold = best_threshold_accuracy(scores, np.zeros(4))
+    assert accuracy == 1.0 and np.isfinite(threshold) and threshold > 0.9
+    assert not np.any(scores >= threshold)
+
+
 def test_graded_metrics_are_over_the_whole_split_not_batch_means():
     rng = np.random.default_rng(0)
     gold = rng.uniform(0, 5, 400)

@@ -85,11 +85,14 @@ def weights(run_dir):
         ("step:3", []),  # early in epoch 1, before any checkpoint
         ("epoch:1", []),  # between epochs: checkpointed, not yet in TensorBoard or the CSV
         ("step:28", []),  # late in the last epoch: that epoch is repeated from its start
-        ("step:27", ["trainer.checkpoint_every_steps=4"]),  # resumed mid-epoch, after step 24
+        # resumed mid-epoch after step 24 (epoch 3, 4 steps in), killed again after the
+        # resumed epoch's own step checkpoint at step 27 (7 steps in), resumed again
+        ("step:26,step:28", ["trainer.checkpoint_every_steps=3"]),
     ],
 )
 def test_resume_after_sigkill_equals_the_uninterrupted_run(uninterrupted, tmp_path, kill_at, extra):
-    killed = drive(tmp_path, kill_at, *extra)
+    first, *later = kill_at.split(",")
+    killed = drive(tmp_path, first, *extra)
     assert killed.returncode == -signal.SIGKILL
     assert status(tmp_path)["state"] == "running"  # nothing claims it finished
     assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "model.keras").exists()
@@ -100,10 +103,14 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(uninterrupted, tmp_pa
         refused = drive(tmp_path, "none", *extra)
         assert refused.returncode == 2
         assert "holds a killed run with checkpoints: add resume=true" in refused.stderr
+        for point in later:
+            killed = drive(tmp_path, point, "resume=true", *extra)
+            assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+            assert "after epoch 2 and 4 steps" in killed.stderr
         resumed = drive(tmp_path, "none", "resume=true", *extra)
         assert resumed.returncode == 0, resumed.stderr[-2000:]
-        if extra:
-            assert "resuming" in resumed.stderr and "after epoch 2 and 4 steps" in resumed.stderr
+        if later:
+            assert "after epoch 2 and 7 steps" in resumed.stderr
     assert status(tmp_path)["state"] == "completed"
     for expected, actual in zip(weights(uninterrupted), weights(tmp_path), strict=True):
         np.testing.assert_array_equal(actual, expected)

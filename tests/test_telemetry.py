@@ -152,3 +152,27 @@ def test_a_tensorboard_server_serves_the_step_scalars(finished_run):
     train_samples = json.loads((finished_run / "metrics.json").read_text())["samples"]["train"]
     assert steps == sorted(set(steps)) and len(steps) >= 4
     assert steps[-1] == 2 * -(-train_samples // 32)  # the last row is the last optimizer step
+
+
+def test_rows_of_finished_epochs_are_on_disk_before_training_ends(tmp_path):
+    """A run killed in epoch 2 keeps epoch 1's telemetry rows."""
+    x = np.random.default_rng(0).normal(size=(80, 4)).astype("float32")
+    model = dense_model()
+    model.compile(optimizer="sgd", loss="mse", gradient_telemetry="norm")
+    seen = {}
+
+    def look(epoch, logs=None):
+        if epoch == 1:
+            seen["steps"] = [int(r["step"]) for r in csv.DictReader((tmp_path / "s.csv").open())]
+
+    telemetry = StepTelemetry(tmp_path, every_n_steps=5, csv_path=tmp_path / "s.csv")
+    model.fit(
+        x,
+        x.sum(axis=1),
+        batch_size=8,
+        epochs=2,
+        verbose=0,
+        callbacks=[telemetry, keras.callbacks.LambdaCallback(on_epoch_begin=look)],
+    )
+    assert seen["steps"] == [5, 10]
+    assert [int(r["step"]) for r in csv.DictReader((tmp_path / "s.csv").open())] == [5, 10, 15, 20]

@@ -169,8 +169,13 @@ def _delimited_records(path: Path, kind: str, spec: PairFileSpec):
                 header = next(reader)
             except StopIteration:
                 return
-            except csv.Error as error:
-                raise TapefitError(f"{path}:1: unreadable header ({error})") from error
+            except (csv.Error, ValueError) as error:  # ValueError: QUOTE_NONNUMERIC
+                raise TapefitError(
+                    f"{path}:1: unreadable header ({error}); with data.quoting=nonnumeric "
+                    "quote the header's names"
+                    if isinstance(error, ValueError)
+                    else f"{path}:1: unreadable header ({error})"
+                ) from error
         columns = [
             _column_index(name, header, path)
             for name in (spec.text1_column, spec.text2_column, spec.label_column)
@@ -189,6 +194,16 @@ def _delimited_records(path: Path, kind: str, spec: PairFileSpec):
                     ValueError(
                         f"unterminated quote: the quoted field opened here runs to line "
                         f"{reader.line_num} ({error}); close it, or set data.quoting=none"
+                    ),
+                )
+                continue
+            except ValueError as error:  # QUOTE_NONNUMERIC meeting an unquoted text
+                yield (
+                    first,
+                    reader.line_num,
+                    ValueError(
+                        f"an unquoted field that is not a number ({error}); with "
+                        "data.quoting=nonnumeric every text must be quoted"
                     ),
                 )
                 continue

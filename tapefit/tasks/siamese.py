@@ -177,6 +177,8 @@ class SiameseTask(Task):
         for key, value in sizes.items():
             if value < 1:
                 raise TapefitError(f"{key}={value} must be at least 1")
+        if cfg.data.name == "pairs_file":
+            check_pair_file_options(cfg.data)
         if cfg.data.max_tokens is not None and cfg.data.max_tokens < 3:
             raise TapefitError(f"data.max_tokens={cfg.data.max_tokens} must be at least 3 or null")
         if not 0.0 <= cfg.model.encoder.recurrent_dropout < 1.0:
@@ -206,3 +208,25 @@ class SiameseTask(Task):
         report = {f"test_{name}": value for name, value in metrics.items()}
         report["skipped_lines"] = data.skipped_lines
         return report
+
+
+def check_pair_file_options(data: Any) -> None:
+    """The split fractions and the label range of `data=pairs_file`, before any file is read."""
+    for key in ("val_fraction", "test_fraction"):
+        if not 0.0 <= data[key] < 1.0:
+            raise TapefitError(f"data.{key}={data[key]} must lie in [0, 1)")
+    if not 0.0 <= data.max_skipped_fraction <= 1.0:
+        raise TapefitError(
+            f"data.max_skipped_fraction={data.max_skipped_fraction} must lie in [0, 1]"
+        )
+    if data.val_fraction + data.test_fraction >= 1.0:
+        raise TapefitError(
+            f"data.val_fraction + data.test_fraction = {data.val_fraction + data.test_fraction}"
+            " leaves no training pairs: keep their sum below 1"
+        )
+    low_high = list(data.label_range)
+    if len(low_high) != 2 or not low_high[0] < low_high[1]:
+        raise TapefitError(
+            f"data.label_range={low_high} must be two numbers [low, high] with low < high, "
+            "e.g. data.label_range=[0,5]"
+        )
