@@ -169,6 +169,8 @@ def _delimited_records(path: Path, kind: str, spec: PairFileSpec):
                 header = next(reader)
             except StopIteration:
                 return
+            except UnicodeDecodeError:
+                raise  # named with the data.encoding option by read_pair_file
             except (csv.Error, ValueError) as error:  # ValueError: QUOTE_NONNUMERIC
                 raise TapefitError(
                     f"{path}:1: unreadable header ({error}); with data.quoting=nonnumeric "
@@ -197,6 +199,8 @@ def _delimited_records(path: Path, kind: str, spec: PairFileSpec):
                     ),
                 )
                 continue
+            except UnicodeDecodeError:
+                raise
             except ValueError as error:  # QUOTE_NONNUMERIC meeting an unquoted text
                 yield (
                     first,
