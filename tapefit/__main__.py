@@ -11,6 +11,7 @@ import sys
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from tapefit.composition import register_schemas
@@ -22,31 +23,51 @@ register_schemas()
 
 @hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float:
-    """Train the composed experiment; return its objective (for Hydra sweepers).
+    """Train the composed experiment (or search, with `tune=<algorithm>`); return its
+    objective for Hydra sweepers.
 
-    Bad input ends with one `tapefit: error:` line and exit code 2; SIGINT/SIGTERM with exit
-    code 130/143 after the current step. Both leave `status.json` saying so.
+    Bad input ends with one `tapefit: error:` line and exit code 2, except inside a multirun,
+    where the failed job returns NaN (the sweeper's failure value) and the sweep goes on;
+    SIGINT/SIGTERM end with exit code 130/143 after the current step. `status.json` says so.
     """
     from tapefit.lifecycle import RunInterrupted
-    from tapefit.train import run
 
     logging.captureWarnings(True)  # warnings reach tapefit.log through Hydra's job logging
+    hydra_cfg = HydraConfig.get()
     try:
-        metrics = run(cfg, HydraConfig.get().runtime.output_dir)
+        metrics = execute(cfg, hydra_cfg.runtime.output_dir, list(hydra_cfg.overrides.task))
     except TapefitError as error:
         print(f"tapefit: error: {error}", file=sys.stderr)
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            return math.nan
         sys.exit(2)
     except RunInterrupted as stop:
         print(f"tapefit: {stop}; status.json says interrupted", file=sys.stderr)
         sys.exit(128 + stop.signum)
-    print(
-        "test metrics: "
-        + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if k.startswith("test_"))
-    )
-    value = metrics["objective_value"]
+    value = metrics.get("objective_value")
     value = math.nan if value is None else float(value)  # no finite epoch value: NaN
     print(f"objective: {metrics['objective']}={value:.4f}")
     return value
+
+
+def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
+    """One run, or a keras-tuner search when `tune.algorithm` is not `none`."""
+    if cfg.tune.algorithm == "none":
+        from tapefit.train import run
+
+        metrics = run(cfg, output_dir)
+        print(
+            "test metrics: "
+            + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if k.startswith("test_"))
+        )
+        return metrics
+    from tapefit.tuning import search
+
+    summary = search(cfg, output_dir, overrides)
+    if summary.get("worker"):
+        return summary
+    print(f"best trial {summary['best_trial']}: {summary['best_command']}")
+    return summary
 
 
 if __name__ == "__main__":

@@ -127,15 +127,20 @@ class RestoreMetrics(keras.callbacks.Callback):
         self.states = None
 
 
+def build_optimizers(model: keras.Model) -> None:
+    """Create every optimizer's variables, so weights saved after training load into them."""
+    for optimizer in getattr(model, "optimizers", {"": model.optimizer}).values():
+        if not optimizer.built:
+            optimizer.build(model.trainable_variables)
+
+
 def restore_latest(directory: Path, model: keras.Model) -> dict[str, Any] | None:
     """Load the newest checkpoint that reads back into `model` and return its metadata; an
     unreadable one is skipped for the one before, with a warning. None if there is none."""
     for marker in reversed(checkpoints_in(directory)):
         try:
             metadata = json.loads(marker.read_text())
-            for optimizer in getattr(model, "optimizers", {"": model.optimizer}).values():
-                if not optimizer.built:
-                    optimizer.build(model.trainable_variables)
+            build_optimizers(model)
             model.load_weights(marker.with_suffix(".weights.h5"))
             states = random_states(model)
             if len(states) != len(metadata.get("random_states", [])):

@@ -174,6 +174,66 @@ class CallbacksConfig:
     step_telemetry: StepTelemetryConfig = field(default_factory=StepTelemetryConfig)
 
 
+class TuneAlgorithm(str, Enum):
+    """keras-tuner's oracles, picked with `tune=<name>`; `none` trains one run."""
+
+    none = "none"
+    random = "random"
+    bayesian = "bayesian"
+    hyperband = "hyperband"
+    grid = "grid"
+
+
+class ParamType(str, Enum):
+    """The kinds of searched value, as keras-tuner declares them."""
+
+    float = "float"
+    int = "int"
+    choice = "choice"
+    bool = "bool"
+
+
+class Sampling(str, Enum):
+    """How keras-tuner samples a float or int range."""
+
+    linear = "linear"
+    log = "log"
+    reverse_log = "reverse_log"
+
+
+@dataclass
+class SpaceEntry:
+    """One searched config key (the entry's name, dotted: `optimizer.learning_rate`): a
+    `float`/`int` range (`min`, `max`, optional `step`, `sampling`), a `choice` of `values`,
+    or a `bool`. `when: {other.key: [values]}` searches it only while that entry takes one of
+    those values (keras-tuner's conditional scopes)."""
+
+    type: ParamType = ParamType.float
+    min: float | None = None
+    max: float | None = None
+    step: float | None = None
+    sampling: Sampling = Sampling.linear
+    values: list[Any] | None = None
+    when: dict[str, list[Any]] | None = None
+
+
+@dataclass
+class TuneConfig:
+    """`tune=<algorithm>`: a keras-tuner search whose trials are ordinary tapefit runs."""
+
+    algorithm: TuneAlgorithm = TuneAlgorithm.none
+    max_trials: int = 10
+    executions_per_trial: int = 1  # averaged; execution k runs with seed + k
+    overwrite: bool = False  # start the search afresh instead of continuing it
+    seed: int | None = None  # the oracle's seed; null: the run's seed
+    max_consecutive_failures: int = 3  # the search stops after this many failed trials in a row
+    max_epochs: int | None = None  # hyperband: the longest trial's epochs; null: trainer.epochs
+    factor: int = 3  # hyperband: the reduction factor between rounds
+    hyperband_iterations: int = 1
+    num_initial_points: int | None = None  # bayesian: random trials first; null: keras-tuner's
+    space: dict[str, SpaceEntry] = field(default_factory=dict)  # conf/search_space/*.yaml
+
+
 @dataclass
 class TapefitConfig:
     """The whole run: `data` and `model` take the schema of the option their group picked."""
@@ -191,6 +251,7 @@ class TapefitConfig:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
+    tune: TuneConfig = field(default_factory=TuneConfig)
 
 
 SCHEMAS: dict[tuple[str | None, str], Any] = {
@@ -198,6 +259,7 @@ SCHEMAS: dict[tuple[str | None, str], Any] = {
     ("optimizer", "optimizer_schema"): OptimizerConfig,
     ("trainer", "trainer_schema"): TrainerConfig,
     ("callbacks", "callbacks_schema"): CallbacksConfig,
+    ("tune", "tune_schema"): TuneConfig,
 }
 
 

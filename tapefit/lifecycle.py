@@ -67,7 +67,7 @@ def write_status(run_dir: Path, state: str, **fields: Any) -> None:
     write_json(run_dir / STATUS_FILE, status)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -105,7 +105,7 @@ def claim(run_dir: Path, resume: bool) -> None:
     check_writable(run_dir)
     previous = read_status(run_dir)
     state = (previous or {}).get("state")
-    if state == "running" and previous.get("pid") != os.getpid() and _alive(previous["pid"]):
+    if state == "running" and previous.get("pid") != os.getpid() and alive(previous["pid"]):
         raise TapefitError(
             f"run directory {run_dir} is in use by a running process (pid {previous['pid']}): "
             "wait for it, stop it, or choose another hydra.run.dir"

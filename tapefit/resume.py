@@ -34,13 +34,15 @@ def config_snapshot(cfg: Any) -> dict[str, Any]:
     return flat
 
 
-def check_same_config(saved: dict[str, Any], cfg: Any, force: bool) -> None:
+def check_same_config(
+    saved: dict[str, Any], cfg: Any, force: bool, may_differ: tuple[str, ...] = MAY_DIFFER
+) -> None:
     """Refuse a resume whose config differs from the checkpointed run's (unless `force`)."""
     current = config_snapshot(cfg)
     differing = sorted(
         key
         for key in set(saved) | set(current)
-        if key not in MAY_DIFFER and saved.get(key) != current.get(key)
+        if key not in may_differ and saved.get(key) != current.get(key)
     )
     if differing and not force:
         shown = ", ".join(f"{k} ({saved.get(k)!r} -> {current.get(k)!r})" for k in differing[:6])

@@ -10,6 +10,7 @@ import logging
 import math
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import keras
 import tensorflow as tf
 
 from tapefit.callbacks import build_callbacks
-from tapefit.checkpoints import EpochCheckpoint, RestoreMetrics, restore_latest
+from tapefit.checkpoints import EpochCheckpoint, RestoreMetrics, build_optimizers, restore_latest
 from tapefit.errors import TapefitError
 from tapefit.lifecycle import (
     CHECKPOINTS,
@@ -206,8 +207,16 @@ def check_finite_metrics(results: dict[str, Any]) -> None:
         )
 
 
-def train(cfg: Any, run_dir: Path, callbacks: list | None, stopper: StopOnSignal) -> dict:
-    """The phases, resuming from the run directory's last checkpoint when asked."""
+def train(
+    cfg: Any,
+    run_dir: Path,
+    callbacks: list | None,
+    stopper: StopOnSignal,
+    load_data: Callable[[Any], Any] | None = None,
+    warm_start: tuple[Path, int] | None = None,
+) -> dict:
+    """The phases, resuming from the run directory's last checkpoint when asked, or continuing
+    from `warm_start` = (saved model, epochs it trained) (Hyperband's later rounds)."""
     started = time.perf_counter()
     check_config(cfg)
     task = task_for(cfg)
@@ -216,10 +225,14 @@ def train(cfg: Any, run_dir: Path, callbacks: list | None, stopper: StopOnSignal
     test_metrics = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
     check_objective(objective_name(cfg, task.default_objective(cfg)), logged, test_metrics)
     strategy = prepare(cfg)
-    data = build_data(cfg)
+    data = (load_data or build_data)(cfg)
     model = build_model(cfg, data, strategy)
     checkpoints = run_dir / CHECKPOINTS
     done, steps_in, epochs, metric_states = 0, 0, [], None
+    if warm_start is not None:
+        build_optimizers(model)
+        model.load_weights(warm_start[0])
+        done = warm_start[1]
     if cfg.resume:
         restored = restore_latest(checkpoints, model)
         if restored is None:
@@ -268,14 +281,21 @@ def train(cfg: Any, run_dir: Path, callbacks: list | None, stopper: StopOnSignal
 
 
 def run(
-    cfg: Any, run_dir: str | Path, callbacks: list[keras.callbacks.Callback] | None = None
+    cfg: Any,
+    run_dir: str | Path,
+    callbacks: list[keras.callbacks.Callback] | None = None,
+    *,
+    load_data: Callable[[Any], Any] | None = None,
+    warm_start: tuple[Path, int] | None = None,
 ) -> dict[str, Any]:
     """Train and evaluate the configured experiment in `run_dir`; return the final metrics.
 
     The directory's `status.json` says `running`, then `completed`, `failed` (with the error)
     or `interrupted` (SIGINT/SIGTERM, after the current step). `callbacks` are added to the
-    configured ones. Returns a flat dict: `test_<metric>` for every test metric, the objective,
-    `epochs_run`, `train_time_s`, `wall_time_s` and the split `samples`.
+    configured ones; `load_data(cfg)` replaces `build_data` (a sweep reuses loaded data);
+    `warm_start` is a saved model and the epochs it trained, to continue from. Returns a flat
+    dict: `test_<metric>` for every test metric, the objective, `epochs_run`, `train_time_s`,
+    `wall_time_s` and the split `samples`.
     """
     run_dir = Path(run_dir)
     claim(run_dir, resume=cfg.resume)
@@ -283,7 +303,7 @@ def run(
     stopper = StopOnSignal()
     try:
         with interruptible(stopper):
-            results = train(cfg, run_dir, callbacks, stopper)
+            results = train(cfg, run_dir, callbacks, stopper, load_data, warm_start)
     except RunInterrupted as stop:
         write_status(run_dir, "interrupted", signal=stop.signum, error=str(stop))
         raise

@@ -23,9 +23,11 @@ LAYERS = [
     {"tape_model", "step_tools"},
     {"models", "losses", "metrics", "data", "gradcheck", "outputs", "step_monitor", "checkpoints"},
     {"config"},
-    {"runtime", "callbacks", "optimizers", "lifecycle", "resume", "objective"},
+    {"runtime", "callbacks", "optimizers", "lifecycle", "resume", "objective", "search_space"},
+    {"sweep_records"},
     {"tasks"},
     {"train", "composition", "validation"},
+    {"tuning", "sweep_summary"},
     {"__init__", "__main__"},
 ]
 

@@ -18,9 +18,13 @@ MNIST_KEYS = ("x_train", "y_train", "x_test", "y_test")
 MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
 
 
+Split = tuple[np.ndarray, np.ndarray]
+
+
 @dataclass
 class ImageData:
-    """Train/validation/test pipelines plus what the model needs to know about them."""
+    """Train/validation/test pipelines plus what the model needs to know about them, and the
+    arrays they were made from (so a sweep can make fresh pipelines without loading again)."""
 
     train: tf.data.Dataset
     val: tf.data.Dataset
@@ -28,9 +32,13 @@ class ImageData:
     image_shape: tuple[int, ...]
     num_classes: int
     sizes: dict[str, int]
+    splits: dict[str, Split]
+    seed: int
+    cache: bool
 
-
-Split = tuple[np.ndarray, np.ndarray]
+    def rebuilt(self, batch_size: int) -> ImageData:
+        """The same arrays in new pipelines: a first epoch's shuffle again, another batch size."""
+        return image_data(self.splits, batch_size=batch_size, seed=self.seed, cache=self.cache)
 
 
 def load_digits_splits(val_fraction: float, test_fraction: float, seed: int) -> dict[str, Split]:
@@ -176,4 +184,7 @@ def image_data(
         image_shape=tuple(int(d) for d in x_train.shape[1:]),
         num_classes=int(max(y.max() for _, y in splits.values())) + 1,
         sizes={name: len(arrays[1]) for name, arrays in splits.items()},
+        splits=splits,
+        seed=seed,
+        cache=cache,
     )

@@ -32,7 +32,21 @@ class PairData:
     label_type: str
     label_range: tuple[float, float]
     sizes: dict[str, int]
+    seed: int
+    cache: bool
     skipped_lines: int = 0
+
+    def rebuilt(self, batch_size: int) -> PairData:
+        """The same pairs in new pipelines: a first epoch's shuffle again, another batch size."""
+        return pair_data(
+            self.splits,
+            self.label_type,
+            self.label_range,
+            batch_size=batch_size,
+            seed=self.seed,
+            cache=self.cache,
+            skipped_lines=self.skipped_lines,
+        )
 
     def inputs(self, split: str, batch_size: int = 256) -> tf.data.Dataset:
         """Only the `(texts_a, texts_b)` of a split, for `predict` (a 1-tuple, so Keras does not
@@ -128,5 +142,7 @@ def pair_data(
         label_type=LabelType(label_type).value,
         label_range=(float(label_range[0]), float(label_range[1])),
         sizes={name: len(split[2]) for name, split in splits.items()},
+        seed=seed,
+        cache=cache,
         skipped_lines=skipped_lines,
     )

@@ -1,0 +1,77 @@
+"""A Hydra callback that writes `trials.csv` in a multirun's sweep directory: every job's
+status, objective, timings and overrides, best job first (configured in conf/config.yaml)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from tapefit.callbacks import resolve_mode
+from tapefit.sweep_records import best_first, write_trials_csv
+
+log = logging.getLogger("tapefit")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def job_record(job_dir: Path) -> dict[str, Any]:
+    """A multirun job as a trial record: from its status.json, metrics.json and overrides."""
+    status, metrics = _read(job_dir / "status.json"), _read(job_dir / "metrics.json")
+    overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
+    values = dict(str(o).split("=", 1) for o in overrides if "=" in str(o))
+    return {
+        "trial_id": job_dir.name,
+        "status": status.get("state", "unknown"),
+        "objective": metrics.get("objective") or status.get("objective"),
+        "objective_value": metrics.get("objective_value"),
+        "epochs": metrics.get("epochs_run"),
+        "duration_s": metrics.get("wall_time_s"),
+        "fit_s": metrics.get("train_time_s"),
+        "values": values,
+        "reason": status.get("error", ""),
+    }
+
+
+def summarize_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
+    """Write `sweep_dir/trials.csv` for every job directory in it; return the records."""
+    jobs = sorted(
+        (d for d in sweep_dir.iterdir() if (d / ".hydra" / "overrides.yaml").is_file()),
+        key=lambda d: (len(d.name), d.name),
+    )
+    records = [job_record(job) for job in jobs]
+    if not records:
+        return records
+    objective = next((r["objective"] for r in records if r["objective"]), "objective")
+    direction = resolve_mode(objective, "auto")
+    parameters = sorted({key for record in records for key in record["values"]})
+    write_trials_csv(sweep_dir / "trials.csv", records, parameters, direction)
+    return best_first(records, direction)
+
+
+class SweepSummary(Callback):
+    """After a multirun: `trials.csv` in the sweep directory, best job first."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        if not sweep_dir.is_dir():
+            return
+        records = summarize_sweep(sweep_dir)
+        if records:
+            best = records[0]
+            log.info(
+                "sweep summary: %s (best job %s: %s=%s)",
+                sweep_dir / "trials.csv",
+                best["trial_id"],
+                best["objective"],
+                best["objective_value"],
+            )
