@@ -27,7 +27,7 @@ def main(cfg: DictConfig) -> float:
     objective for Hydra sweepers.
 
     Bad input ends with one `tapefit: error:` line and exit code 2, except inside a multirun,
-    where the failed job returns NaN (the sweeper's failure value) and the sweep goes on;
+    where the failed job returns the worst value (`failure_value`) and the sweep goes on;
     SIGINT/SIGTERM end with exit code 130/143 after the current step. `status.json` says so.
     """
     from tapefit.lifecycle import RunInterrupted
@@ -39,15 +39,30 @@ def main(cfg: DictConfig) -> float:
     except TapefitError as error:
         print(f"tapefit: error: {error}", file=sys.stderr)
         if hydra_cfg.mode == RunMode.MULTIRUN:
-            return math.nan
+            return failure_value(cfg)
         sys.exit(2)
     except RunInterrupted as stop:
         print(f"tapefit: {stop}; status.json says interrupted", file=sys.stderr)
         sys.exit(128 + stop.signum)
     value = metrics.get("objective_value")
-    value = math.nan if value is None else float(value)  # no finite epoch value: NaN
+    if value is None or not math.isfinite(value):  # no finite epoch value
+        return failure_value(cfg)
     print(f"objective: {metrics['objective']}={value:.4f}")
-    return value
+    return float(value)
+
+
+def failure_value(cfg: DictConfig) -> float:
+    """What a failed job returns to a sweeper: the worst value for the objective's direction
+    (-inf when higher is better). Optuna records it and goes on; NaN would abort its sweep."""
+    from tapefit.callbacks import resolve_mode
+    from tapefit.objective import objective_name
+    from tapefit.tasks import task_for
+
+    try:
+        name = objective_name(cfg, task_for(cfg).default_objective(cfg))
+    except TapefitError:
+        return math.nan
+    return -math.inf if resolve_mode(name, "auto") == "max" else math.inf
 
 
 def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
