@@ -158,10 +158,12 @@ def test_a_search_space_no_trial_can_use_is_refused_before_any_trial(
     assert not (tmp_path / "trials").exists()
 
 
-def test_conditional_entries_reach_only_the_trials_where_they_apply(compose, tmp_path):
-    cfg = compose(["tune=grid", *FAST])
-    mlp_space(
-        cfg,
+def test_conditional_entries_reach_only_the_trials_where_they_apply(compose):
+    """keras-tuner's conditional scope: bn_momentum is set only in trials that pick the CNN."""
+    from tapefit.search_space import active_values, apply_values, declare
+
+    cfg = mlp_space(
+        compose(["tune=grid"]),
         **{
             "model.architecture": {"type": "choice", "values": ["mlp", "cnn"]},
             "model.bn_momentum": {
@@ -171,14 +173,13 @@ def test_conditional_entries_reach_only_the_trials_where_they_apply(compose, tmp
             },
         },
     )
-    search(cfg, tmp_path)
-    table = {r["model.architecture"]: r for r in rows(tmp_path / "trials.csv")}
-    assert table["mlp"]["model.bn_momentum"] == "" and table["cnn"]["model.bn_momentum"] == "0.5"
-    for trial in (tmp_path / "trials").iterdir():
-        used = json.loads((trial / "trial.json").read_text())
-        assert ("model.bn_momentum" in used["values"]) == (
-            used["values"]["model.architecture"] == "cnn"
-        )
+    hp = declare(cfg.tune.space)
+    for architecture, expected in (("mlp", 0.9), ("cnn", 0.5)):
+        hp.values.update({"model.architecture": architecture, "model.bn_momentum": 0.5})
+        values = active_values(hp, cfg.tune.space)
+        assert ("model.bn_momentum" in values) == (architecture == "cnn")
+        trial = apply_values(cfg, values)
+        assert trial.model.architecture == architecture and trial.model.bn_momentum == expected
 
 
 def test_memory_does_not_grow_trial_after_trial(compose, tmp_path):
