@@ -28,7 +28,7 @@ from tapefit.lifecycle import (
     interruptible,
     write_status,
 )
-from tapefit.objective import check_objective, objective_name, objective_value
+from tapefit.objective import objective_name, objective_value
 from tapefit.optimizers import build_optimizer
 from tapefit.outputs import plot_curves, save_model, to_builtin, write_json
 from tapefit.resume import (
@@ -41,7 +41,7 @@ from tapefit.resume import (
 from tapefit.runtime import jit_compile_argument, make_strategy, seed_everything, set_precision
 from tapefit.step_monitor import NonFiniteGuard
 from tapefit.tasks import task_for
-from tapefit.validation import check_config, expected_logs
+from tapefit.validation import check_config, checked_objective
 
 log = logging.getLogger("tapefit")
 
@@ -219,11 +219,7 @@ def train(
     from `warm_start` = (saved model, epochs it trained) (Hyperband's later rounds)."""
     started = time.perf_counter()
     check_config(cfg)
-    task = task_for(cfg)
-    logged = expected_logs(cfg)
-    per_epoch_only = {"learning_rate", "skipped_steps"}  # not something evaluate() reports
-    test_metrics = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
-    check_objective(objective_name(cfg, task.default_objective(cfg)), logged, test_metrics)
+    checked_objective(cfg)
     strategy = prepare(cfg)
     data = (load_data or build_data)(cfg)
     model = build_model(cfg, data, strategy)

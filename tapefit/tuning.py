@@ -26,7 +26,6 @@ from tapefit.callbacks import resolve_mode
 from tapefit.config import TuneAlgorithm
 from tapefit.errors import TapefitError
 from tapefit.lifecycle import CHECKPOINTS, RunInterrupted, alive, read_status, write_status
-from tapefit.objective import check_objective, objective_name
 from tapefit.outputs import atomic_write, write_json
 from tapefit.resume import MAY_DIFFER, check_same_config, config_snapshot
 from tapefit.search_space import (
@@ -42,9 +41,8 @@ from tapefit.sweep_records import (
     write_hparams_trial,
     write_trials_csv,
 )
-from tapefit.tasks import task_for
 from tapefit.train import build_data, run
-from tapefit.validation import check_config, expected_logs
+from tapefit.validation import check_config, checked_objective
 
 log = logging.getLogger("tapefit")
 
@@ -343,12 +341,7 @@ def search(cfg: Any, search_dir: str | Path, overrides: list[str] | None = None)
     `tune.max_consecutive_failures` in a row, or no completed trial at all, is an error."""
     search_dir = Path(search_dir)
     check_config(cfg)
-    logged = expected_logs(cfg)
-    task = task_for(cfg)
-    per_epoch_only = {"learning_rate", "skipped_steps"}
-    tests = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
-    name = objective_name(cfg, task.default_objective(cfg))
-    check_objective(name, logged, tests)
+    name = checked_objective(cfg)
     check_space(cfg)
     chief = not dist_utils.has_chief_oracle() or dist_utils.is_chief_oracle()
     if chief:

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tapefit.callbacks import MONITORING
 from tapefit.errors import TapefitError
+from tapefit.objective import check_objective, objective_name
 from tapefit.tasks import task_for
 
 
@@ -123,3 +124,14 @@ def check_config(cfg: Any) -> None:
                 f"callbacks.{option}.monitor={monitor} is not a logged metric: choose one of "
                 f"{', '.join(sorted(logged))}"
             )
+
+
+def checked_objective(cfg: Any) -> str:
+    """The run's objective name, refused unless the run logs it (or, named explicitly, a test
+    metric `evaluate` reports)."""
+    logged = expected_logs(cfg)
+    per_epoch_only = {"learning_rate", "skipped_steps"}  # not something evaluate() reports
+    tests = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
+    name = objective_name(cfg, task_for(cfg).default_objective(cfg))
+    check_objective(name, logged, tests)
+    return name
