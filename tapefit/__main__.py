@@ -80,6 +80,7 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
 
     summary = search(cfg, output_dir, overrides)
     if summary.get("worker"):
+        print(f"{summary['worker']}: no trial left; the chief writes the search's summary")
         return summary
     print(f"best trial {summary['best_trial']}: {summary['best_command']}")
     return summary

@@ -57,14 +57,16 @@ def write_trials_csv(
     path: Path, records: list[dict[str, Any]], parameters: list[str], direction: str
 ) -> Path:
     """`trials.csv`: one row per trial (best first): id, status, objective, epochs, timings,
-    memory, every parameter, and the reason of a failure."""
+    memory, the tuner process that ran it (distributed searches), every parameter, and the
+    reason of a failure."""
+    fields = [*RECORD_FIELDS, *(["tuner"] if any("tuner" in r for r in records) else [])]
     buffer = io.StringIO()
     writer = csv.DictWriter(
-        buffer, fieldnames=[*RECORD_FIELDS, *parameters, "reason"], extrasaction="ignore"
+        buffer, fieldnames=[*fields, *parameters, "reason"], extrasaction="ignore"
     )
     writer.writeheader()
     for record in best_first(records, direction):
-        row = {key: record.get(key, "") for key in (*RECORD_FIELDS, "reason")}
+        row = {key: record.get(key, "") for key in (*fields, "reason")}
         row.update({name: record.get("values", {}).get(name, "") for name in parameters})
         writer.writerow({k: "" if v is None else v for k, v in row.items()})
     return atomic_write(path, lambda file: file.write(buffer.getvalue()))

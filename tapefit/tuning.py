@@ -50,6 +50,7 @@ PROJECT = "tuner"  # keras-tuner's project folder inside the search directory
 TRIALS = "trials"
 RECORD = "trial.json"
 SEARCH_MAY_DIFFER = (*MAY_DIFFER, "tune.max_trials", "tune.overwrite")
+TUNER_ID = "KERASTUNER_TUNER_ID"  # keras-tuner's name for this process in a distributed search
 HIDDEN_OVERRIDES = ("tune", "search_space", "hydra.", "resume", "force_resume", "+tune")
 
 
@@ -97,7 +98,8 @@ def make_oracle(cfg: Any, hyperparameters: kt.HyperParameters, objective: kt.Obj
         "hyperparameters": hyperparameters,
         "tune_new_entries": False,
         "allow_new_entries": False,
-        "seed": tune.seed if tune.seed is not None else cfg.seed,
+        # keras-tuner draws a random seed for a falsy one, so seed 0 would not repeat itself
+        "seed": (tune.seed if tune.seed is not None else cfg.seed) + 1,
         "max_consecutive_failed_trials": tune.max_consecutive_failures,
     }
     algorithm = TuneAlgorithm(tune.algorithm)
@@ -173,7 +175,12 @@ class TrialRunner(kt.engine.base_tuner.BaseTuner):
         run_dir = self.trial_dir(trial_id, execution)
         previous = read_status(run_dir) or {}
         cfg.resume = (run_dir / CHECKPOINTS).is_dir()  # a trial the search was killed in
-        record = {"trial_id": trial_id, "execution": execution, "values": values}
+        record = {
+            "trial_id": trial_id,
+            "execution": execution,
+            "values": values,
+            "tuner": os.environ.get(TUNER_ID, "tuner0"),
+        }
         started, clock = time.perf_counter(), EpochClock()
         try:
             if previous.get("state") == "completed":  # finished, but not yet told the oracle
@@ -367,8 +374,8 @@ def search(cfg: Any, search_dir: str | Path, overrides: list[str] | None = None)
         if "consecutive failures" not in str(error):
             raise
         stopped = f"stopped after {cfg.tune.max_consecutive_failures} failed trials in a row"
-    if not chief:
-        return {"objective": name, "objective_value": None, "worker": True}
+    if not chief:  # the chief, once every tuner has stopped, writes the summary
+        return {"objective": name, "objective_value": None, "worker": os.environ[TUNER_ID]}
     summary = write_summary(runner, final=True)
     summary["wall_time_s"] = round(time.perf_counter() - started, 3)
     if "best_trial" not in summary:

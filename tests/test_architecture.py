@@ -28,7 +28,7 @@ LAYERS = [
     {"tasks"},
     {"train", "composition", "validation"},
     {"tuning", "sweep_summary"},
-    {"__init__", "__main__"},
+    {"__init__", "__main__", "launch"},
 ]
 
 

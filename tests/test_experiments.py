@@ -8,6 +8,18 @@ from tests.helpers import load_experiment as load
 from tests.helpers import scalar_tags
 
 
+def test_sweep_benchmark_measures_each_trials_overhead_against_ordinary_runs(tmp_path, capsys):
+    sweep_benchmark = load("sweep_benchmark")
+    report = sweep_benchmark.main(["--trials", "2", "--json", str(tmp_path / "s.json")])
+    assert report["trials"] == 2
+    for key in ("trial_overhead", "run_overhead", "trial_fit"):
+        assert 0 < report[key]["min_s"] <= report[key]["median_s"] <= report[key]["max_s"]
+    ratio = report["trial_overhead"]["median_s"] / report["run_overhead"]["median_s"]
+    assert report["overhead_ratio"] == pytest.approx(ratio)
+    assert f"{ratio:.2f}x the overhead of an ordinary run" in capsys.readouterr().out
+    assert json.loads((tmp_path / "s.json").read_text())["trials"] == 2
+
+
 def test_custom_step_example_learns_and_logs(tmp_path):
     custom_step = load("custom_step")
     history = custom_step.main(str(tmp_path))

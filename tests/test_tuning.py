@@ -1,7 +1,8 @@
 """keras-tuner searches (tune=<algorithm>): every output, a trial re-run as an ordinary run
 reproduces its objective, failed trials are recorded and the search goes on, an interrupted
-search continues without repeating finished trials, memory stays flat; Hydra multirun jobs
-report failure as NaN and the sweep gets a trials.csv."""
+search continues without repeating finished trials, memory stays flat, a chief and two tuner
+processes share one search; Hydra multirun jobs report failure as the worst value and the sweep
+gets a trials.csv."""
 
 import csv
 import json
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import keras_tuner as kt
 import pytest
 import tensorflow as tf
 import yaml
@@ -195,6 +197,21 @@ def test_memory_does_not_grow_trial_after_trial(compose, tmp_path):
     assert rss[9] - rss[1] <= 8 * 15, rss
 
 
+def test_the_oracle_seed_repeats_the_trials_even_for_seed_0(compose):
+    """keras-tuner replaces a falsy seed with a random one; tapefit's seed 0 must still repeat."""
+    from tapefit.search_space import declare
+    from tapefit.tuning import make_oracle
+
+    def first_values(seed):
+        cfg = compose(["tune=random", f"seed={seed}"])
+        objective = kt.Objective("val_accuracy", "max")
+        oracle = make_oracle(cfg, declare(cfg.tune.space), objective)
+        return [oracle.populate_space(str(trial))["values"] for trial in range(3)]
+
+    assert first_values(0) == first_values(0)
+    assert first_values(0) != first_values(1)
+
+
 SEARCH = [sys.executable, "-m", "tapefit", "tune=random", "tune.max_trials=4", *FAST]
 
 
@@ -226,7 +243,7 @@ def test_an_interrupted_search_continues_without_repeating_finished_trials(tmp_p
     assert json.loads((tmp_path / "status.json").read_text())["state"] == "completed"
 
 
-def test_multirun_reports_a_failed_job_as_nan_and_writes_a_sweep_summary(tmp_path):
+def test_multirun_reports_a_failed_job_as_the_worst_value_and_writes_a_sweep_summary(tmp_path):
     result = run_cli(
         "-m",
         "optimizer.learning_rate=0.01,1e9",
@@ -264,3 +281,57 @@ def test_an_optuna_study_through_hydra_records_a_failed_job_and_goes_on(tmp_path
     assert best["best_value"] == max(
         float(r["objective_value"]) for r in table if r["objective_value"]
     )
+
+
+MINI_SPACE = """# @package tune.space
+optimizer.learning_rate: {type: float, min: 1.0e-3, max: 3.0e-2, sampling: log}
+data.batch_size: {type: choice, values: [32, 64]}
+"""
+
+
+def test_a_chief_and_two_tuners_share_one_search_on_loopback(tmp_path):
+    """keras-tuner's chief/worker mode through `python -m tapefit.launch --tuners 2`: the chief's
+    oracle hands out every trial once, the tuners run them, the chief writes the summary, and no
+    process outlives the launcher. The space is a user's own file, found through searchpath."""
+    (tmp_path / "conf" / "search_space").mkdir(parents=True)
+    (tmp_path / "conf" / "search_space" / "mini.yaml").write_text(MINI_SPACE)
+    search_dir = tmp_path / "search"
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    command = [
+        *("-m", "tapefit.launch", "--tuners", "2", "--timeout", "240", "--"),
+        *("tune=random", "tune.max_trials=4", "search_space=mini", *FAST),
+        f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+        f"hydra.run.dir={search_dir}",
+    ]
+    result = subprocess.run(
+        [sys.executable, *command], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    table = rows(search_dir / "trials.csv")
+    assert sorted(r["trial_id"] for r in table) == ["0", "1", "2", "3"]
+    assert {r["status"] for r in table} == {"completed"}
+    assert {r["tuner"] for r in table} <= {"tuner0", "tuner1"}
+    drawn = {(r["optimizer.learning_rate"], r["data.batch_size"]) for r in table}
+    assert len(drawn) == 4  # no trial handed out twice
+    for tuner in ("tuner0", "tuner1"):
+        assert f"[{tuner}] {tuner}: no trial left" in result.stdout
+        assert (search_dir / f"{tuner}.log").is_file()  # each process its own log
+    summary = json.loads((search_dir / "search.json").read_text())
+    best = max(table, key=lambda r: float(r["objective_value"]))
+    assert summary["best_trial"] == best["trial_id"]
+    assert (search_dir / "best" / "model.keras").is_file()
+    assert json.loads((search_dir / "status.json").read_text())["state"] == "completed"
+    leftover = subprocess.run(["pgrep", "-f", str(search_dir)], capture_output=True, text=True)
+    assert leftover.stdout == ""  # every process the launcher started has ended
+
+
+def test_the_launcher_refuses_bad_arguments_before_starting_anything(capsys):
+    from tapefit.launch import main
+
+    for argv, message in (
+        (["--tuners", "0", "--", "tune=random"], "--tuners must be at least 1"),
+        (["--tuners", "2", "--", "trainer.epochs=1"], "a search needs tune="),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err

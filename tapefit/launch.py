@@ -1,0 +1,192 @@
+"""`python -m tapefit.launch --tuners N -- OVERRIDES`: a keras-tuner search on this machine with
+one chief oracle and N tuner processes, wired by keras-tuner's own `KERASTUNER_*` variables.
+
+Every process is `python -m tapefit OVERRIDES` in the same run directory, its output prefixed
+with its role. One process failing ends the others; so do SIGINT/SIGTERM (forwarded, so each
+stops after its current step) and `--timeout`. On several machines, set the same variables by
+hand (README, "Sweeps").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import IO
+
+GRACE_S = 30.0  # how long a process has to stop after SIGTERM before it is killed
+TIMEOUT_EXIT = 124  # like coreutils' timeout
+
+
+@dataclass
+class Role:
+    """One process to start: its name (the output prefix) and its extra environment."""
+
+    name: str
+    env: dict[str, str]
+    overrides: list[str] = field(default_factory=list)
+
+
+def free_port(host: str) -> int:
+    """A TCP port on `host` that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def shared_run_dir(overrides: list[str]) -> list[str]:
+    """All processes must share one run directory; Hydra's default one has the start second
+    in it, so pin it to now unless the user chose one."""
+    if any(o.startswith("hydra.run.dir=") for o in overrides):
+        return overrides
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    return [*overrides, f"hydra.run.dir=outputs/${{experiment_name}}/{stamp}"]
+
+
+def tuner_roles(tuners: int, host: str, port: int) -> list[Role]:
+    """keras-tuner's chief oracle plus `tuners` tuner processes that ask it for trials."""
+    oracle = {"KERASTUNER_ORACLE_IP": host, "KERASTUNER_ORACLE_PORT": str(port)}
+    roles = [Role("chief", {**oracle, "KERASTUNER_TUNER_ID": "chief"})]
+    for index in range(tuners):
+        name = f"tuner{index}"
+        roles.append(Role(name, {**oracle, "KERASTUNER_TUNER_ID": name}, own_logs(name)))
+    return roles
+
+
+def own_logs(name: str) -> list[str]:
+    """A non-chief process logs to `<name>.log` and keeps its Hydra files in `.hydra/<name>`."""
+    return [f"hydra.job.name={name}", f"hydra.output_subdir=.hydra/{name}"]
+
+
+def pump(stream: IO[str], prefix: str, sink: IO[str], lock: threading.Lock) -> None:
+    """Copy a child's output to ours line by line, each line prefixed with its role."""
+    for line in stream:
+        with lock:
+            sink.write(f"[{prefix}] {line}")
+            sink.flush()
+
+
+class Group:
+    """The started processes; ended together, by pid, whatever happens."""
+
+    def __init__(self, roles: list[Role], overrides: list[str]) -> None:
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.pumps: list[threading.Thread] = []
+        lock = threading.Lock()
+        for role in roles:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "tapefit", *overrides, *role.overrides],
+                env={**os.environ, **role.env},
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                start_new_session=True,  # a terminal's Ctrl-C reaches them through us only
+            )
+            self.processes[role.name] = process
+            thread = threading.Thread(
+                target=pump, args=(process.stdout, role.name, sys.stdout, lock), daemon=True
+            )
+            thread.start()
+            self.pumps.append(thread)
+
+    def signal_all(self, signum: int) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signum)
+
+    def end(self) -> None:
+        """SIGTERM every process still running, then SIGKILL what is left after the grace."""
+        self.signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_S
+        while time.monotonic() < deadline and self.running():
+            time.sleep(0.2)
+        self.signal_all(signal.SIGKILL)
+        for process in self.processes.values():
+            process.wait()
+        for thread in self.pumps:
+            thread.join(timeout=5)
+
+    def running(self) -> list[str]:
+        return [name for name, p in self.processes.items() if p.poll() is None]
+
+    def wait(self, timeout: float | None) -> int:
+        """The group's exit code: 0 when every process ended with 0, else the first failure's
+        (or 124 on timeout); the others are ended as soon as one fails."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.running():
+            failed = [
+                (name, p.returncode)
+                for name, p in self.processes.items()
+                if p.returncode not in (None, 0)
+            ]
+            if failed:
+                name, code = failed[0]
+                print(f"tapefit.launch: {name} exited with {code}; ending the others", flush=True)
+                self.end()
+                return code
+            if deadline is not None and time.monotonic() > deadline:
+                print(
+                    f"tapefit.launch: error: still running after --timeout {timeout:g} s; "
+                    "ending every process",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                self.end()
+                return TIMEOUT_EXIT
+            time.sleep(0.2)
+        for thread in self.pumps:
+            thread.join(timeout=5)
+        codes = [p.returncode for p in self.processes.values()]
+        return next((code for code in codes if code != 0), 0)
+
+
+def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(
+        prog="python -m tapefit.launch",
+        description="Start a keras-tuner chief and N tuners on this machine, "
+        "each `python -m tapefit OVERRIDES`.",
+        epilog="example: python -m tapefit.launch --tuners 2 -- tune=random tune.max_trials=6",
+    )
+    parser.add_argument("--tuners", type=int, required=True, help="tuner processes (>= 1)")
+    parser.add_argument("--host", default="127.0.0.1", help="address the chief listens on")
+    parser.add_argument("--port", type=int, default=0, help="the chief's port (0: a free one)")
+    parser.add_argument("--timeout", type=float, default=None, help="end everything after S s")
+    argv = list(argv)
+    overrides = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
+    if args.tuners < 1:
+        parser.error(f"--tuners must be at least 1, got {args.tuners}")
+    if not any(o.startswith("tune=") for o in overrides):
+        parser.error("a search needs tune=<random|bayesian|hyperband|grid> after --")
+    return args, overrides
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Start the processes, relay their output and signals, return the group's exit code."""
+    args, overrides = parse(sys.argv[1:] if argv is None else argv)
+    roles = tuner_roles(args.tuners, args.host, args.port or free_port(args.host))
+    group = Group(roles, shared_run_dir(overrides))
+
+    def forward(signum: int, frame: object) -> None:
+        group.signal_all(signum)  # each process stops after its current step
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    try:
+        return group.wait(args.timeout)
+    finally:
+        if group.running():
+            group.end()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
