@@ -31,10 +31,20 @@ class Precision(str, Enum):
 class Strategy(str, Enum):
     """`tf.distribute` strategies selectable from config."""
 
+    auto = "auto"  # mirrored over every GPU when there are several, else default
     default = "default"
     one_device = "one_device"
     mirrored = "mirrored"
     multi_worker = "multi_worker"
+
+
+class ShardPolicy(str, Enum):
+    """How multi-worker training splits the data (tf.data's AutoShardPolicy)."""
+
+    auto = "auto"  # by file where the source reads files, else by element (tapefit: data)
+    data = "data"  # every worker reads everything and keeps its share of each global batch
+    file = "file"  # each worker reads its own input files
+    off = "off"  # no sharding: every worker sees the whole dataset
 
 
 class ObjectiveMode(str, Enum):
@@ -85,6 +95,9 @@ class TrainerConfig:
     verbose: int = 1  # 0 silent, 1 progress bar, 2 one line per epoch
     precision: Precision = Precision.float32
     strategy: Strategy = Strategy.default
+    # Devices for one_device/mirrored/auto, e.g. [gpu:0, gpu:1] (default: every GPU, else CPU).
+    devices: list[str] = field(default_factory=list)
+    shard_policy: ShardPolicy = ShardPolicy.auto  # multi_worker: how the data is split
     deterministic: bool = False  # TF op determinism: reproducible, slower
     save_model: bool = True
     checkpoints: bool = True  # a checkpoint per epoch (last 2 kept) so resume=true can continue

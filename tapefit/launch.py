@@ -1,15 +1,19 @@
-"""`python -m tapefit.launch --tuners N -- OVERRIDES`: a keras-tuner search on this machine with
-one chief oracle and N tuner processes, wired by keras-tuner's own `KERASTUNER_*` variables.
+"""Several `python -m tapefit` processes on this machine, wired as TensorFlow and keras-tuner
+expect, for trying on one machine what runs across several:
 
-Every process is `python -m tapefit OVERRIDES` in the same run directory, its output prefixed
-with its role. One process failing ends the others; so do SIGINT/SIGTERM (forwarded, so each
-stops after its current step) and `--timeout`. On several machines, set the same variables by
-hand (README, "Sweeps").
+    python -m tapefit.launch --workers 2 -- OVERRIDES   # multi-worker training (TF_CONFIG)
+    python -m tapefit.launch --tuners 2 -- tune=random OVERRIDES   # keras-tuner chief + tuners
+
+Every process runs in the same run directory, its output prefixed with its role. One process
+failing ends the others; so do SIGINT/SIGTERM (forwarded, so each stops after its current
+step) and `--timeout`. On several machines, set the same variables by hand (README, "GPUs and
+clusters" and "Sweeps").
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -59,6 +63,29 @@ def tuner_roles(tuners: int, host: str, port: int) -> list[Role]:
         name = f"tuner{index}"
         roles.append(Role(name, {**oracle, "KERASTUNER_TUNER_ID": name}, own_logs(name)))
     return roles
+
+
+def worker_roles(workers: int, host: str) -> list[Role]:
+    """`workers` tf.distribute workers, each with the `TF_CONFIG` that names the cluster (free
+    ports on `host`) and its own index; worker 0 is the chief."""
+    cluster = {"worker": [f"{host}:{free_port(host)}" for _ in range(workers)]}
+    roles = []
+    for index in range(workers):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        name = f"worker{index}"
+        roles.append(Role(name, {"TF_CONFIG": tf_config}, own_logs(name) if index else []))
+    return roles
+
+
+def multi_worker_overrides(overrides: list[str]) -> list[str]:
+    """`trainer.strategy=multi_worker`, and one step per execution (Keras 3 cannot run a
+    multi-worker step inside its multi-step loop), unless the user set them."""
+    added = [
+        default
+        for default in ("trainer.strategy=multi_worker", "trainer.steps_per_execution=1")
+        if not any(o.startswith(default.split("=")[0] + "=") for o in overrides)
+    ]
+    return [*overrides, *added]
 
 
 def own_logs(name: str) -> list[str]:
@@ -152,28 +179,43 @@ class Group:
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(
         prog="python -m tapefit.launch",
-        description="Start a keras-tuner chief and N tuners on this machine, "
-        "each `python -m tapefit OVERRIDES`.",
-        epilog="example: python -m tapefit.launch --tuners 2 -- tune=random tune.max_trials=6",
+        description="Start N multi-worker training processes, or a keras-tuner chief and N "
+        "tuners, on this machine; each is `python -m tapefit OVERRIDES`.",
+        epilog="examples: python -m tapefit.launch --workers 2 -- trainer.epochs=3\n"
+        "          python -m tapefit.launch --tuners 2 -- tune=random tune.max_trials=6",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--tuners", type=int, required=True, help="tuner processes (>= 1)")
+    kind = parser.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--workers", type=int, help="tf.distribute workers (>= 2)")
+    kind.add_argument("--tuners", type=int, help="keras-tuner tuner processes (>= 1)")
     parser.add_argument("--host", default="127.0.0.1", help="address the chief listens on")
-    parser.add_argument("--port", type=int, default=0, help="the chief's port (0: a free one)")
+    parser.add_argument(
+        "--port", type=int, default=0, help="--tuners: the chief's port (0: a free one)"
+    )
     parser.add_argument("--timeout", type=float, default=None, help="end everything after S s")
     argv = list(argv)
     overrides = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
-    if args.tuners < 1:
+    if args.workers is not None and args.workers < 2:
+        parser.error(f"--workers must be at least 2, got {args.workers}")
+    if args.tuners is not None and args.tuners < 1:
         parser.error(f"--tuners must be at least 1, got {args.tuners}")
-    if not any(o.startswith("tune=") for o in overrides):
-        parser.error("a search needs tune=<random|bayesian|hyperband|grid> after --")
+    searching = any(o.startswith("tune=") and o != "tune=none" for o in overrides)
+    if args.tuners is not None and not searching:
+        parser.error("--tuners runs a search: add tune=<random|bayesian|hyperband|grid> after --")
+    if args.workers is not None and searching:
+        parser.error("--workers trains one model: drop tune=..., or use --tuners for a search")
     return args, overrides
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Start the processes, relay their output and signals, return the group's exit code."""
     args, overrides = parse(sys.argv[1:] if argv is None else argv)
-    roles = tuner_roles(args.tuners, args.host, args.port or free_port(args.host))
+    if args.workers is not None:
+        roles = worker_roles(args.workers, args.host)
+        overrides = multi_worker_overrides(overrides)
+    else:
+        roles = tuner_roles(args.tuners, args.host, args.port or free_port(args.host))
     group = Group(roles, shared_run_dir(overrides))
 
     def forward(signum: int, frame: object) -> None:

@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -174,3 +175,17 @@ def interruptible(stopper: StopOnSignal) -> Iterator[StopOnSignal]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextmanager
+def scratch_run_dir(run_dir: Path, resume: bool) -> Iterator[Path]:
+    """A temporary run directory for a multi-worker task that is not the chief, removed when
+    it ends. On resume it starts from a copy of the chief's checkpoints, so every worker
+    restores the same step (across machines, `run_dir` must be on a shared file system)."""
+    scratch = Path(tempfile.mkdtemp(prefix="tapefit-worker-"))
+    try:
+        if resume and (run_dir / CHECKPOINTS).is_dir():
+            shutil.copytree(run_dir / CHECKPOINTS, scratch / CHECKPOINTS)
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -63,6 +64,15 @@ def save_model(model: Any, path: Path) -> Path:
     with atomic_path(path, suffix=".keras") as temporary:
         model.save(temporary)
     return path
+
+
+def weights_digest(model: Any) -> str:
+    """A short SHA-256 of every weight's bytes: equal digests mean identical models (multi-worker
+    runs log it on every worker, so a user can see that they agree)."""
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        digest.update(np.ascontiguousarray(weight).tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _current_umask() -> int:

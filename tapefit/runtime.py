@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
 from tapefit.choices import parse_choice
-from tapefit.config import Precision, Strategy
+from tapefit.config import Precision, ShardPolicy, Strategy
+from tapefit.errors import TapefitError
 
 
 def seed_everything(seed: int, deterministic: bool = False) -> None:
@@ -46,22 +49,89 @@ def set_precision(precision: str) -> None:
     keras.mixed_precision.set_global_policy(precision)
 
 
-def make_strategy(name: str) -> tf.distribute.Strategy:
-    """The `tf.distribute` strategy named in config.
+DEVICE = re.compile(r"^(gpu|cpu):(\d+)$")
 
-    `default` is TensorFlow's no-op strategy; `one_device` pins the first GPU (or the CPU);
-    `mirrored` replicates over every local GPU (or logical device); `multi_worker` reads the
-    cluster from the `TF_CONFIG` environment variable.
+
+def device_names(devices: Sequence[str], key: str = "trainer.devices") -> list[str]:
+    """`[gpu:0, gpu:1]` as TensorFlow device names (`/gpu:0`, ...), each checked for form."""
+    names = []
+    for device in devices:
+        if not DEVICE.match(str(device).lower()):
+            raise TapefitError(
+                f"{key}: {device!r} is not a device: write gpu:N or cpu:N, e.g. [gpu:0,gpu:1]"
+            )
+        names.append("/" + str(device).lower())
+    return names
+
+
+def checked_devices(devices: Sequence[str]) -> list[str]:
+    """The configured devices, each one this machine has (logical devices count)."""
+    names = device_names(devices)
+    have = {
+        f"/{d.device_type.lower()}:{d.name.rsplit(':', 1)[-1]}"
+        for d in tf.config.list_logical_devices()
+    }
+    missing = [name for name in names if name not in have]
+    if missing:
+        raise TapefitError(
+            f"trainer.devices asks for {', '.join(m[1:] for m in missing)}, which this machine "
+            f"does not have (it has {', '.join(sorted(h[1:] for h in have))}): "
+            "choose among those, or leave trainer.devices empty"
+        )
+    return names
+
+
+def make_strategy(name: str, devices: Sequence[str] = ()) -> tf.distribute.Strategy:
+    """The `tf.distribute` strategy named in config, on `devices` where one is given.
+
+    `default` is TensorFlow's no-op strategy; `one_device` pins one device (the first GPU, or
+    the CPU); `mirrored` replicates over `devices` (every local GPU by default); `auto` is
+    `mirrored` when there are several GPUs (or devices), else `default`; `multi_worker` reads
+    the cluster from the `TF_CONFIG` environment variable (`python -m tapefit.launch`).
     """
     strategy = parse_choice(Strategy, name, "trainer.strategy")
-    if strategy == Strategy.one_device:
-        device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
-        return tf.distribute.OneDeviceStrategy(device)
-    if strategy == Strategy.mirrored:
-        return tf.distribute.MirroredStrategy()
-    if strategy == Strategy.multi_worker:
+    if strategy == Strategy.multi_worker:  # first: it must set up TensorFlow's runtime itself
         return tf.distribute.MultiWorkerMirroredStrategy()
+    chosen = checked_devices(devices)
+    gpus = [f"/gpu:{i}" for i in range(len(tf.config.list_logical_devices("GPU")))]
+    if strategy == Strategy.auto:
+        several = chosen or gpus
+        strategy = Strategy.mirrored if len(several) > 1 else Strategy.default
+        if strategy == Strategy.default and chosen:
+            strategy = Strategy.one_device
+    if strategy == Strategy.one_device:
+        return tf.distribute.OneDeviceStrategy(chosen[0] if chosen else (gpus or ["/cpu:0"])[0])
+    if strategy == Strategy.mirrored:
+        return tf.distribute.MirroredStrategy(chosen or None)
     return tf.distribute.get_strategy()
+
+
+def writes_run_dir(strategy_name: str) -> bool:
+    """Whether this process writes the run directory: always, except a multi-worker task that
+    is not the chief (the `chief` task, else worker 0 of `TF_CONFIG`'s cluster)."""
+    if strategy_name != Strategy.multi_worker:
+        return True
+    try:
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        cluster = resolver.cluster_spec().as_dict()
+    except ValueError:  # malformed TF_CONFIG: the config check says so, from the chief's seat
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    if task_type in (None, "chief"):
+        return True
+    return task_type == "worker" and task_id == 0 and "chief" not in cluster
+
+
+def shard_options(policy: str) -> tf.data.Options:
+    """tf.data options that split a dataset across workers by `policy` (ShardPolicy)."""
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = {
+        ShardPolicy.auto: tf.data.experimental.AutoShardPolicy.AUTO,
+        ShardPolicy.data: tf.data.experimental.AutoShardPolicy.DATA,
+        ShardPolicy.file: tf.data.experimental.AutoShardPolicy.FILE,
+        ShardPolicy.off: tf.data.experimental.AutoShardPolicy.OFF,
+    }[parse_choice(ShardPolicy, policy, "trainer.shard_policy")]
+    return options
 
 
 def jit_compile_argument(jit_compile: bool | None) -> str | bool:

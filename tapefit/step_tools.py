@@ -108,8 +108,9 @@ def same_on_every_replica(flag: tf.Tensor) -> tf.Tensor:
     context = tf.distribute.get_replica_context()
     if context is None or context.num_replicas_in_sync == 1:
         return flag
-    agreed = context.all_reduce(tf.distribute.ReduceOp.MIN, tf.cast(flag, tf.float32))
-    return agreed > 0.5
+    # tf.distribute reduces only by SUM or MEAN: count the replicas where it is false.
+    false_on = context.all_reduce(tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(flag, tf.float32))
+    return false_on < 0.5
 
 
 def apply_if(
@@ -192,3 +193,28 @@ class StepState:
 def is_loss_scaled(optimizer: Any) -> bool:
     """Whether `optimizer` scales the loss (mixed_float16's LossScaleOptimizer)."""
     return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+
+def in_multi_worker_mode(strategy: tf.distribute.Strategy | None) -> bool:
+    """Whether `strategy` spans several workers (a MultiWorkerMirroredStrategy with a cluster
+    in TF_CONFIG; without one it runs like a one-worker MirroredStrategy)."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return False
+    return bool(strategy.extended._in_multi_worker_mode())  # the predicate Keras itself uses
+
+
+def with_leading_axis(step: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`step` whose scalar outputs get a leading axis of 1, so a mean over axis 0 across the
+    replicas (Keras' multi-worker reduction of the logs) averages them."""
+
+    def step_with_leading_axis(data: Any) -> Any:
+        return tf.nest.map_structure(
+            lambda value: (
+                tf.expand_dims(value, 0)
+                if isinstance(value, tf.Tensor) and value.shape.rank == 0
+                else value
+            ),
+            step(data),
+        )
+
+    return step_with_leading_axis

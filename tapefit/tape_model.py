@@ -30,8 +30,10 @@ from tapefit.step_tools import (
     apply_if,
     checked_loss,
     drop_missing_gradients,
+    in_multi_worker_mode,
     is_loss_scaled,
     same_on_every_replica,
+    with_leading_axis,
 )
 
 
@@ -339,6 +341,40 @@ class TapeModel(keras.Model):
         out = self.forward(data, training=False)
         self.track_loss(checked_loss(out.loss), x)
         return self.compute_metrics(x, out.y, out.y_pred, sample_weight=out.sample_weight)
+
+    # -- Keras 3 under tf.distribute ------------------------------------------------------
+    # Under a strategy, Keras' TF trainer builds every variable up front from the first batch
+    # of a fresh iterator, calling the model for `y_pred`. That costs the shuffle an epoch (the
+    # data order then differs from a run without a strategy), fails in multi-worker mode on a
+    # nested batch (keras-team/keras#20585), and misses what the tape step computes (a Siamese
+    # loss takes pair embeddings, not `call`'s scores). TapeModel builds from the dataset's
+    # element spec through its own test step instead.
+    def _maybe_symbolic_build(self, iterator: Any = None, data_batch: Any = None) -> None:
+        strategy = getattr(self, "_distribute_strategy", None)
+        adapter = getattr(iterator, "data_adapter", None)
+        if strategy is None or adapter is None or data_batch is not None:
+            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        batch = tf.nest.map_structure(
+            lambda spec: keras.KerasTensor(spec.shape, spec.dtype.name),
+            adapter.get_tf_dataset().element_spec,
+        )
+        with strategy.scope():
+            unbuilt = not all(layer.built for layer in self._flatten_layers()) or any(
+                part is not None and not part.built
+                for part in (self._compile_metrics, self._compile_loss)
+            )
+            if unbuilt:
+                keras.src.backend.compute_output_spec(self.test_step, batch)
+            if self.optimizer is not None and not self.optimizer.built:
+                self.optimizer.build(self.trainable_variables)
+            self._post_build()
+
+    # Keras averages a multi-worker step's logs with `strategy.reduce("MEAN", value, axis=0)`,
+    # which fails on a scalar: give scalars a leading axis (multi-worker runs only).
+    def _make_function(self, step_function: Any) -> Any:
+        if in_multi_worker_mode(getattr(self, "_distribute_strategy", None)):
+            step_function = with_leading_axis(step_function)  # the mean over axis 0 works
+        return super()._make_function(step_function)
 
     # -- saving -----------------------------------------------------------------------------
     def get_config(self) -> dict:

@@ -6,6 +6,7 @@ tests), written as named phases that other entry points (a tuner trial, a resume
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import shutil
@@ -26,11 +27,12 @@ from tapefit.lifecycle import (
     StopOnSignal,
     claim,
     interruptible,
+    scratch_run_dir,
     write_status,
 )
 from tapefit.objective import objective_name, objective_value
 from tapefit.optimizers import build_optimizer
-from tapefit.outputs import plot_curves, save_model, to_builtin, write_json
+from tapefit.outputs import plot_curves, save_model, to_builtin, weights_digest, write_json
 from tapefit.resume import (
     check_same_config,
     config_snapshot,
@@ -38,7 +40,14 @@ from tapefit.resume import (
     history_lists,
     rewrite_csv,
 )
-from tapefit.runtime import jit_compile_argument, make_strategy, seed_everything, set_precision
+from tapefit.runtime import (
+    jit_compile_argument,
+    make_strategy,
+    seed_everything,
+    set_precision,
+    shard_options,
+    writes_run_dir,
+)
 from tapefit.step_monitor import NonFiniteGuard
 from tapefit.tasks import task_for
 from tapefit.validation import check_config, checked_objective
@@ -69,12 +78,23 @@ def prepare(cfg: Any) -> tf.distribute.Strategy:
     keras.backend.clear_session()
     seed_everything(cfg.seed, cfg.trainer.deterministic)
     set_precision(cfg.trainer.precision)
-    return make_strategy(cfg.trainer.strategy)
+    return make_strategy(cfg.trainer.strategy, cfg.trainer.devices)
 
 
 def build_data(cfg: Any) -> Any:
     """The family's train/val/test data for `cfg.data`."""
     return task_for(cfg).build_data(cfg)
+
+
+def sharded(data: Any, policy: str) -> Any:
+    """`data` whose splits are divided among the workers by `policy` (trainer.shard_policy)."""
+    options = shard_options(policy)
+    return dataclasses.replace(
+        data,
+        train=data.train.with_options(options),
+        val=data.val.with_options(options),
+        test=data.test.with_options(options),
+    )
 
 
 def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.Model:
@@ -191,6 +211,8 @@ def finalize(
         samples=data.sizes,
     )
     results = to_builtin(results)
+    if cfg.trainer.strategy == "multi_worker":
+        log.info("final weights digest: %s (the same on every worker)", weights_digest(model))
     if cfg.trainer.save_model:
         save_model(model, run_dir / "model.keras")
     write_json(run_dir / "metrics.json", results)
@@ -222,6 +244,8 @@ def train(
     checked_objective(cfg)
     strategy = prepare(cfg)
     data = (load_data or build_data)(cfg)
+    if cfg.trainer.strategy == "multi_worker":
+        data = sharded(data, cfg.trainer.shard_policy)
     model = build_model(cfg, data, strategy)
     checkpoints = run_dir / CHECKPOINTS
     done, steps_in, epochs, metric_states = 0, 0, [], None
@@ -292,8 +316,25 @@ def run(
     `warm_start` is a saved model and the epochs it trained, to continue from. Returns a flat
     dict: `test_<metric>` for every test metric, the objective, `epochs_run`, `train_time_s`,
     `wall_time_s` and the split `samples`.
+
+    Under `trainer.strategy=multi_worker` only the chief writes `run_dir`; the other workers
+    train alike in a temporary directory that is removed when they finish.
     """
     run_dir = Path(run_dir)
+    if not writes_run_dir(cfg.trainer.strategy):  # a multi-worker task other than the chief
+        with scratch_run_dir(run_dir, cfg.resume) as scratch:
+            return run_in(cfg, scratch, callbacks, load_data, warm_start)
+    return run_in(cfg, run_dir, callbacks, load_data, warm_start)
+
+
+def run_in(
+    cfg: Any,
+    run_dir: Path,
+    callbacks: list[keras.callbacks.Callback] | None,
+    load_data: Callable[[Any], Any] | None,
+    warm_start: tuple[Path, int] | None,
+) -> dict[str, Any]:
+    """`run` in a directory this process owns: claimed, with `status.json` telling the truth."""
     claim(run_dir, resume=cfg.resume)
     log.info("run directory: %s", run_dir.resolve())
     stopper = StopOnSignal()

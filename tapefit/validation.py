@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from tapefit.callbacks import MONITORING
 from tapefit.errors import TapefitError
 from tapefit.objective import check_objective, objective_name
+from tapefit.runtime import device_names
 from tapefit.tasks import task_for
 
 
@@ -77,6 +78,51 @@ def check_tf_config() -> None:
         ) from None
 
 
+def check_distribution(trainer: Any) -> None:
+    """Strategy, devices and sharding that can run together, and TF_CONFIG where it matters."""
+    devices = device_names(trainer.devices)
+    strategy = str(getattr(trainer.strategy, "value", trainer.strategy))
+    if devices and strategy not in ("one_device", "mirrored", "auto"):
+        raise TapefitError(
+            f"trainer.devices applies to trainer.strategy=one_device, mirrored or auto, not "
+            f"{strategy}: remove trainer.devices (multi_worker uses every local GPU; limit them "
+            "with CUDA_VISIBLE_DEVICES)"
+        )
+    if strategy == "one_device" and len(devices) > 1:
+        raise TapefitError(
+            f"trainer.strategy=one_device takes one device, got {len(devices)}: use "
+            "trainer.strategy=mirrored for several"
+        )
+    if getattr(trainer.shard_policy, "value", trainer.shard_policy) == "file":
+        raise TapefitError(
+            "trainer.shard_policy=file splits the input files among workers, but tapefit's "
+            "datasets are in-memory arrays: use auto or data"
+        )
+    if strategy == "multi_worker":
+        check_tf_config()
+        if trainer.steps_per_execution > 1:
+            raise TapefitError(
+                f"trainer.steps_per_execution={trainer.steps_per_execution} cannot run under "
+                "trainer.strategy=multi_worker (Keras 3 fails on a multi-worker step inside its "
+                "multi-step loop): set trainer.steps_per_execution=1"
+            )
+    elif len(tf_config_tasks()) > 1:
+        raise TapefitError(
+            f"TF_CONFIG describes a cluster of {len(tf_config_tasks())} tasks but "
+            f"trainer.strategy={strategy}: every task would train alone and write the same "
+            "run directory; set trainer.strategy=multi_worker or unset TF_CONFIG"
+        )
+
+
+def tf_config_tasks() -> list[str]:
+    """Every task address TF_CONFIG's cluster lists (none without a readable TF_CONFIG)."""
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+        return [address for addresses in cluster.values() for address in addresses]
+    except (ValueError, AttributeError, TypeError):
+        return []
+
+
 def expected_logs(cfg: Any) -> set[str]:
     """Every key the epoch logs of this run will hold."""
     names = set(task_for(cfg).logged_metrics(cfg))
@@ -113,8 +159,7 @@ def check_config(cfg: Any) -> None:
         )
     for key in ("csv_logger", "model_checkpoint"):
         inside_run_dir(cfg.callbacks[key].filename, f"callbacks.{key}.filename")
-    if trainer.strategy == "multi_worker":
-        check_tf_config()
+    check_distribution(trainer)
     task_for(cfg).check(cfg)
     logged = expected_logs(cfg)
     for option in MONITORING:

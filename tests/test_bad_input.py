@@ -74,6 +74,20 @@ def refused(compose, tmp_path, overrides, match):
             ["callbacks.tensorboard.profile_batch=-1"],
             r"callbacks\.tensorboard\.profile_batch=-1 must be at least 0",
         ),
+        (["trainer.shard_policy=file"], r"shard_policy=file splits the input files.*use auto"),
+        (
+            ["trainer.strategy=one_device", "trainer.devices=[cpu:0,cpu:1]"],
+            r"one_device takes one device, got 2: use trainer\.strategy=mirrored",
+        ),
+        (["trainer.devices=[gpu:0]"], r"trainer\.devices applies to .* not default"),
+        (
+            ["trainer.strategy=mirrored", "trainer.devices=[tpu0]"],
+            r"'tpu0' is not a device: write gpu:N or cpu:N",
+        ),
+        (
+            ["trainer.strategy=mirrored", "trainer.devices=[gpu:3]"],
+            r"asks for gpu:3, which this machine does not have \(it has cpu:0, cpu:1\)",
+        ),
         ([*SIAMESE[:1], "data.sequence_length=0"], r"data\.sequence_length=0 must be at least 1"),
         (
             [*SIAMESE[:1], "model.loss.name=contrastive"],
@@ -90,6 +104,22 @@ def test_config_values_no_run_can_use(compose, tmp_path, overrides, match):
 def test_a_malformed_tf_config_is_named(compose, tmp_path, monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "{cluster: nope")
     refused(compose, tmp_path, [*QUICK, "trainer.strategy=multi_worker"], "TF_CONFIG is malformed")
+
+
+def test_a_cluster_needs_multi_worker_and_multi_worker_one_step_per_execution(
+    compose, tmp_path, monkeypatch
+):
+    cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
+    )
+    refused(compose, tmp_path, QUICK, r"cluster of 2 tasks but trainer\.strategy=default")
+    refused(
+        compose,
+        tmp_path,
+        [*QUICK, "trainer.strategy=multi_worker", "trainer.steps_per_execution=8"],
+        r"steps_per_execution=8 cannot run under trainer\.strategy=multi_worker.*set .*=1$",
+    )
 
 
 def test_run_directories_that_cannot_be_used(compose, tmp_path):

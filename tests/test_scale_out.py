@@ -1,0 +1,145 @@
+"""Scale-out: two multi-worker processes on 127.0.0.1 (started by `python -m tapefit.launch`)
+train the classifier and the Siamese model to the same weights as one process on the same global
+batches; only the chief writes the run directory; the launcher's own checks."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tapefit.runtime import shard_options, writes_run_dir
+from tapefit.train import run
+from tests.helpers import REPO
+
+CASES = {
+    "classifier": [
+        "model.architecture=mlp",
+        "data.train_limit=256",
+        "data.batch_size=32",
+        "trainer.shard_policy=data",
+    ],
+    "siamese": [
+        "experiment=siamese",
+        "data.train_size=256",
+        "data.val_size=64",
+        "data.test_size=64",
+        "data.batch_size=32",
+        "model.encoder.recurrent_dropout=0",  # a per-replica mask would differ from one batch's
+        "trainer.shard_policy=auto",
+    ],
+}
+COMMON = ["trainer.epochs=2", "trainer.verbose=0", "trainer.steps_per_execution=1"]
+
+
+def digest(log_text):
+    found = re.findall(r"final weights digest: (\w+)", log_text)
+    assert len(found) == 1, log_text[-2000:]
+    return found[0]
+
+
+@pytest.mark.parametrize("family", sorted(CASES))
+def test_two_workers_on_loopback_train_like_one_process(family, compose, tmp_path):
+    run_dir = tmp_path / "two"
+    overrides = [*CASES[family], *COMMON]
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    launch = [sys.executable, "-m", "tapefit.launch", "--workers", "2", "--timeout", "240"]
+    result = subprocess.run(
+        [*launch, "--", *overrides, f"hydra.run.dir={run_dir}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    # Only the chief (worker 0) writes the run directory's results; worker 1 trained in a
+    # temporary directory that is gone, and left only its log.
+    for name in ("metrics.json", "model.keras", "curves.png", "history.json", "status.json"):
+        assert (run_dir / name).is_file(), name
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
+    chief_log = (run_dir / "tapefit.log").read_text()
+    worker_log = (run_dir / "worker1.log").read_text()
+    scratch = re.search(r"run directory: (\S+)", worker_log).group(1)
+    assert "tapefit-worker-" in scratch and not os.path.exists(scratch)
+    assert str(run_dir) not in worker_log.split("run directory:")[1].splitlines()[0]
+    assert digest(chief_log) == digest(worker_log)  # both workers end with identical weights
+    # One process on the same global batches in the same order reaches the same weights.
+    single = run(compose([*overrides, "trainer.strategy=default"]), tmp_path / "one")
+    two = json.loads((run_dir / "metrics.json").read_text())
+    assert two["samples"] == single["samples"]
+    distributed = keras.models.load_model(run_dir / "model.keras").get_weights()
+    alone = keras.models.load_model(tmp_path / "one" / "model.keras").get_weights()
+    assert len(distributed) == len(alone)
+    for w_two, w_one in zip(distributed, alone, strict=True):
+        np.testing.assert_allclose(w_two, w_one, atol=1e-5, rtol=0)
+    history = json.loads((run_dir / "history.json").read_text())
+    assert len(history["loss"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("auto", tf.data.experimental.AutoShardPolicy.AUTO),
+        ("data", tf.data.experimental.AutoShardPolicy.DATA),
+        ("off", tf.data.experimental.AutoShardPolicy.OFF),
+    ],
+)
+def test_the_shard_policy_reaches_the_datasets(policy, expected):
+    dataset = tf.data.Dataset.range(4).batch(2).with_options(shard_options(policy))
+    assert dataset.options().experimental_distribute.auto_shard_policy == expected
+
+
+def test_only_the_chief_writes_the_run_directory(monkeypatch):
+    def task(task_type, index, chief=False):
+        cluster = {"worker": ["h:1", "h:2"], **({"chief": ["h:0"]} if chief else {})}
+        monkeypatch.setenv(
+            "TF_CONFIG",
+            json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}}),
+        )
+        return writes_run_dir("multi_worker")
+
+    assert task("worker", 0) and not task("worker", 1)
+    assert task("chief", 0, chief=True) and not task("worker", 0, chief=True)
+    assert writes_run_dir("default")  # one process always writes
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--tuners", "0", "--", "tune=random"], "--tuners must be at least 1"),
+        (["--tuners", "2", "--", "trainer.epochs=1"], "--tuners runs a search"),
+        (["--workers", "1", "--", "trainer.epochs=1"], "--workers must be at least 2"),
+        (["--workers", "2", "--", "tune=random"], "--workers trains one model"),
+        (["--", "trainer.epochs=1"], "one of the arguments --workers --tuners is required"),
+    ],
+)
+def test_the_launcher_refuses_bad_arguments_before_starting_anything(argv, message, capsys):
+    from tapefit.launch import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_launcher_adds_what_multi_worker_needs_unless_given():
+    from tapefit.launch import multi_worker_overrides, worker_roles
+
+    assert multi_worker_overrides(["trainer.epochs=1"]) == [
+        "trainer.epochs=1",
+        "trainer.strategy=multi_worker",
+        "trainer.steps_per_execution=1",
+    ]
+    given = ["trainer.strategy=multi_worker", "trainer.steps_per_execution=1"]
+    assert multi_worker_overrides(given) == given
+    roles = worker_roles(3, "127.0.0.1")
+    configs = [json.loads(role.env["TF_CONFIG"]) for role in roles]
+    assert [c["task"] for c in configs] == [{"type": "worker", "index": i} for i in range(3)]
+    addresses = configs[0]["cluster"]["worker"]
+    assert len(set(addresses)) == 3 and all(c["cluster"]["worker"] == addresses for c in configs)
+    assert roles[0].overrides == [] and "hydra.job.name=worker1" in roles[1].overrides
