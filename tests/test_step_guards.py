@@ -89,14 +89,15 @@ def poisoned(batch_index=1, batch_size=32):
     return x
 
 
-def train(on_nonfinite, x, epochs=2, seed=3):
+def train(on_nonfinite, x, epochs=2, seed=3, strategy=None):
     keras.utils.set_random_seed(seed)
-    model = Net()
-    model.compile(
-        optimizer=keras.optimizers.Adam(1e-2),
-        on_nonfinite=on_nonfinite,
-        allow_missing_gradients=["*unused*"],
-    )
+    with (strategy or tf.distribute.get_strategy()).scope():
+        model = Net()
+        model.compile(
+            optimizer=keras.optimizers.Adam(1e-2),
+            on_nonfinite=on_nonfinite,
+            allow_missing_gradients=["*unused*"],
+        )
     callbacks = [] if on_nonfinite == "ignore" else [NonFiniteGuard()]
     keras.utils.set_random_seed(seed)
     history = model.fit(
@@ -124,6 +125,18 @@ def test_skip_leaves_weights_and_optimizer_as_if_the_bad_batch_were_absent():
     assert history["skipped_steps"] == [1, 1]
     assert np.isfinite(history["loss"]).all()  # the skipped batch is left out of the loss too
     assert int(model.optimizer.iterations) == 4
+
+
+def test_a_bad_batch_on_one_replica_is_skipped_by_every_replica(mirrored_strategy):
+    """The NaN row lands in one replica's half of batch 2; both replicas agree to skip it, so
+    the result equals the one-device run's (every row of the batch was skipped there too)."""
+    model, history = train("skip", poisoned(), strategy=mirrored_strategy)
+    alone, _ = train("skip", poisoned())
+    assert history["skipped_steps"] == [1, 1]
+    for a, b in zip(model.get_weights(), alone.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    with pytest.raises(TapefitError, match=r"NaN/inf at epoch 1, optimizer step 2"):
+        train("stop", poisoned(), strategy=mirrored_strategy)
 
 
 def test_stop_names_epoch_and_step_and_keeps_the_last_finite_weights():

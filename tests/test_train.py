@@ -48,24 +48,6 @@ def test_mnist_experiment_trains_from_a_local_file(compose, tmp_path):
     assert np.isfinite(metrics["test_loss"])
 
 
-def test_mixed_bfloat16_run_computes_in_bfloat16(compose, tmp_path):
-    import keras
-
-    cfg = compose(
-        [
-            "model.architecture=mlp",
-            "trainer.epochs=3",
-            "trainer.verbose=0",
-            "trainer.precision=mixed_bfloat16",
-        ]
-    )
-    metrics = run(cfg, tmp_path)
-    assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
-    model = keras.models.load_model(tmp_path / "model.keras")
-    assert model.predict(np.zeros((1, 8, 8, 1)), verbose=0).dtype == np.float32
-    assert metrics["test_accuracy"] > 0.5
-
-
 @pytest.mark.parametrize("name", ["nosuchopt"])
 def test_unknown_optimizer_is_a_clear_error(compose, tmp_path, name):
     from tapefit import TapefitError
