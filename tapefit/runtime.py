@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Sequence
@@ -91,7 +92,9 @@ def make_strategy(name: str, devices: Sequence[str] = ()) -> tf.distribute.Strat
     """
     strategy = parse_choice(Strategy, name, "trainer.strategy")
     if strategy == Strategy.multi_worker:  # first: it must set up TensorFlow's runtime itself
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        slurm = cluster_source() == "slurm"
+        resolver = tf.distribute.cluster_resolver.SlurmClusterResolver() if slurm else None
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
     chosen = checked_devices(devices)
     gpus = [f"/gpu:{i}" for i in range(len(tf.config.list_logical_devices("GPU")))]
     if strategy == Strategy.auto:
@@ -106,11 +109,25 @@ def make_strategy(name: str, devices: Sequence[str] = ()) -> tf.distribute.Strat
     return tf.distribute.get_strategy()
 
 
+def cluster_source() -> str | None:
+    """Where a multi-worker cluster is described: `TF_CONFIG` (set by hand or by
+    `tapefit.launch`), else a SLURM job step of several tasks (TensorFlow's
+    SlurmClusterResolver reads it), else nowhere."""
+    if "TF_CONFIG" in os.environ:
+        return "tf_config"
+    if int(os.environ.get("SLURM_NTASKS", "1") or 1) > 1 and "SLURM_PROCID" in os.environ:
+        return "slurm"
+    return None
+
+
 def writes_run_dir(strategy_name: str) -> bool:
     """Whether this process writes the run directory: always, except a multi-worker task that
-    is not the chief (the `chief` task, else worker 0 of `TF_CONFIG`'s cluster)."""
+    is not the chief (the `chief` task, else worker 0 of `TF_CONFIG`'s cluster, or SLURM's task
+    0)."""
     if strategy_name != Strategy.multi_worker:
         return True
+    if cluster_source() == "slurm":
+        return os.environ["SLURM_PROCID"] == "0"
     try:
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         cluster = resolver.cluster_spec().as_dict()

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from tapefit.callbacks import MONITORING
 from tapefit.errors import TapefitError
 from tapefit.objective import check_objective, objective_name
-from tapefit.runtime import device_names
+from tapefit.runtime import cluster_source, device_names
 from tapefit.tasks import task_for
 
 
@@ -62,9 +62,12 @@ def check_tf_config() -> None:
     """`TF_CONFIG` for multi-worker training must be JSON with a cluster and this task."""
     raw = os.environ.get("TF_CONFIG")
     if raw is None:
+        if cluster_source() == "slurm":
+            return
         raise TapefitError(
             "trainer.strategy=multi_worker needs the TF_CONFIG environment variable (JSON with "
-            "'cluster' and 'task'): set it on every worker"
+            "'cluster' and 'task') on every worker, or a SLURM job of several tasks: start "
+            "the workers with python -m tapefit.launch --workers N"
         )
     try:
         parsed = json.loads(raw)

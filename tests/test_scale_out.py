@@ -143,3 +143,35 @@ def test_the_launcher_adds_what_multi_worker_needs_unless_given():
     addresses = configs[0]["cluster"]["worker"]
     assert len(set(addresses)) == 3 and all(c["cluster"]["worker"] == addresses for c in configs)
     assert roles[0].overrides == [] and "hydra.job.name=worker1" in roles[1].overrides
+
+
+@pytest.mark.parametrize(("name", "nodes"), [("slurm", 1), ("slurm_multi_worker", 2)])
+def test_the_slurm_launcher_configs_compose_with_submitits_plugin(name, nodes):
+    """The `slurm` extra's plugin takes conf/hydra/launcher/ (submitting needs a cluster)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from tapefit.composition import register_schemas
+    from tapefit.config import config_dir
+
+    register_schemas()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        cfg = compose("config", [f"hydra/launcher={name}"], return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("submitit_launcher.SlurmLauncher")
+    assert launcher.nodes == nodes and launcher.tasks_per_node == 1 and launcher.gpus_per_node == 1
+
+
+def test_a_slurm_job_of_several_tasks_is_a_cluster_and_task_0_writes(monkeypatch):
+    from tapefit.runtime import cluster_source
+
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.delenv("SLURM_NTASKS", raising=False)
+    assert cluster_source() is None
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    for procid, writes in (("0", True), ("1", False)):
+        monkeypatch.setenv("SLURM_PROCID", procid)
+        assert cluster_source() == "slurm" and writes_run_dir("multi_worker") == writes
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["h:1"]}, "task": {}}))
+    assert cluster_source() == "tf_config"  # an explicit TF_CONFIG wins
