@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO
 
+TAPEFIT = (sys.executable, "-m", "tapefit")  # what each process runs, followed by overrides
 GRACE_S = 30.0  # how long a process has to stop after SIGTERM before it is killed
 TIMEOUT_EXIT = 124  # like coreutils' timeout
 
@@ -104,13 +105,15 @@ def pump(stream: IO[str], prefix: str, sink: IO[str], lock: threading.Lock) -> N
 class Group:
     """The started processes; ended together, by pid, whatever happens."""
 
-    def __init__(self, roles: list[Role], overrides: list[str]) -> None:
+    def __init__(
+        self, roles: list[Role], overrides: list[str], command: Sequence[str] = TAPEFIT
+    ) -> None:
         self.processes: dict[str, subprocess.Popen] = {}
         self.pumps: list[threading.Thread] = []
         lock = threading.Lock()
         for role in roles:
             process = subprocess.Popen(
-                [sys.executable, "-m", "tapefit", *overrides, *role.overrides],
+                [*command, *overrides, *role.overrides],
                 env={**os.environ, **role.env},
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

@@ -17,24 +17,45 @@ from tapefit.runtime import shard_options, writes_run_dir
 from tapefit.train import run
 from tests.helpers import REPO
 
+# family -> overrides, and how close the result must be to one process's. Float-order noise
+# (two half-batch sums against one batch sum) stays below 1e-8 in the MLP and the Siamese
+# model; BatchNorm's statistics magnify it in the CNN (2.4e-5 measured after 8 Adam steps).
 CASES = {
-    "classifier": [
-        "model.architecture=mlp",
-        "data.train_limit=256",
-        "data.batch_size=32",
-        "trainer.shard_policy=data",
-    ],
-    "siamese": [
-        "experiment=siamese",
-        "data.train_size=256",
-        "data.val_size=64",
-        "data.test_size=64",
-        "data.batch_size=32",
-        "model.encoder.recurrent_dropout=0",  # a per-replica mask would differ from one batch's
-        "trainer.shard_policy=auto",
-    ],
+    "mlp": (
+        [
+            "model.architecture=mlp",
+            "data.train_limit=256",
+            "data.batch_size=32",
+            "trainer.shard_policy=data",
+            "trainer.epochs=2",
+        ],
+        1e-5,
+    ),
+    "cnn": (
+        [
+            "model.architecture=cnn",  # BatchNormalization, synchronized across the workers
+            "model.dropout=0",  # a per-replica mask would differ from one batch's
+            "data.train_limit=256",
+            "data.batch_size=32",
+            "trainer.epochs=1",
+        ],
+        1e-4,
+    ),
+    "siamese": (
+        [
+            "experiment=siamese",
+            "data.train_size=256",
+            "data.val_size=64",
+            "data.test_size=64",
+            "data.batch_size=32",
+            "model.encoder.recurrent_dropout=0",  # a per-replica mask would differ
+            "trainer.shard_policy=auto",
+            "trainer.epochs=2",
+        ],
+        1e-5,
+    ),
 }
-COMMON = ["trainer.epochs=2", "trainer.verbose=0", "trainer.steps_per_execution=1"]
+COMMON = ["trainer.verbose=0", "trainer.steps_per_execution=1"]
 
 
 def digest(log_text):
@@ -46,7 +67,8 @@ def digest(log_text):
 @pytest.mark.parametrize("family", sorted(CASES))
 def test_two_workers_on_loopback_train_like_one_process(family, compose, tmp_path):
     run_dir = tmp_path / "two"
-    overrides = [*CASES[family], *COMMON]
+    family_overrides, atol = CASES[family]
+    overrides = [*family_overrides, *COMMON]
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
     launch = [sys.executable, "-m", "tapefit.launch", "--workers", "2", "--timeout", "240"]
     result = subprocess.run(
@@ -77,9 +99,11 @@ def test_two_workers_on_loopback_train_like_one_process(family, compose, tmp_pat
     alone = keras.models.load_model(tmp_path / "one" / "model.keras").get_weights()
     assert len(distributed) == len(alone)
     for w_two, w_one in zip(distributed, alone, strict=True):
-        np.testing.assert_allclose(w_two, w_one, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(w_two, w_one, atol=atol, rtol=0)
     history = json.loads((run_dir / "history.json").read_text())
-    assert len(history["loss"]) == 2
+    assert history["loss"] == pytest.approx(
+        json.loads((tmp_path / "one/history.json").read_text())["loss"], abs=1e-5
+    )
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,9 @@ def cnn_layers(
     """Conv 16 -> BN -> pool; 2x conv 32 -> BN -> pool; 3x conv 64 -> BN -> pool; dense 256.
 
     Pooling is skipped once the feature map is smaller than 2x2, so 8x8 digits and 28x28 MNIST
-    both fit.
+    both fit. BatchNormalization is `synchronized`: under `tf.distribute` it normalises with the
+    global batch's statistics, so every replica and worker keeps the same moving statistics
+    (without a strategy it is the plain layer).
     """
     stack: list[layers.Layer] = []
     height, width = image_shape[0], image_shape[1]
@@ -40,14 +42,14 @@ def cnn_layers(
             layers.Conv2D(filters, 3, padding="same", activation="relu")
             for _ in range(convolutions)
         ]
-        stack.append(layers.BatchNormalization(momentum=bn_momentum))
+        stack.append(layers.BatchNormalization(momentum=bn_momentum, synchronized=True))
         if min(height, width) >= 2:
             stack.append(layers.MaxPooling2D())
             height, width = height // 2, width // 2
     stack += [
         layers.Flatten(),
         layers.Dense(dense_units, activation="relu"),
-        layers.BatchNormalization(momentum=bn_momentum),
+        layers.BatchNormalization(momentum=bn_momentum, synchronized=True),
         layers.Dropout(dropout),
     ]
     return stack
