@@ -199,3 +199,15 @@ def test_a_slurm_job_of_several_tasks_is_a_cluster_and_task_0_writes(monkeypatch
         assert cluster_source() == "slurm" and writes_run_dir("multi_worker") == writes
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["h:1"]}, "task": {}}))
     assert cluster_source() == "tf_config"  # an explicit TF_CONFIG wins
+
+
+def test_auto_and_devices_pick_the_strategy_from_what_the_machine_has():
+    from tapefit.runtime import make_strategy
+
+    assert not tf.config.list_logical_devices("GPU")  # this machine: two logical CPUs, no GPU
+    assert make_strategy("auto") is tf.distribute.get_strategy()  # no GPUs: the default
+    chosen = make_strategy("auto", ["cpu:1"])  # one listed device: pinned to it
+    assert isinstance(chosen, tf.distribute.OneDeviceStrategy)
+    assert chosen.extended.worker_devices[0].endswith("CPU:1")
+    pinned = make_strategy("one_device", ["cpu:1"])
+    assert pinned.extended.worker_devices[0].endswith("CPU:1")
