@@ -1,7 +1,8 @@
 """What a keras-tuner trial costs beyond training: per-trial overhead (everything in a trial that
 is not `fit`'s epochs: composing, building, clearing, writing) of a `tune=random` search on the
 digits MLP, against the same configurations trained as ordinary `tapefit.run` calls in the same
-process.
+process; and how much resident memory each trial adds, against the same search with
+TensorFlow's custom-gradient registrations kept (what tapefit did before it released them).
 
     python experiments/sweep_benchmark.py                    # 10 trials, 1 epoch each
     python experiments/sweep_benchmark.py --trials 20 --json sweep.json
@@ -13,6 +14,8 @@ warm-up, which is why the baseline runs after it.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import os
 import platform
@@ -27,6 +30,7 @@ from tapefit import compose, run  # first: sets the backend and TensorFlow's opt
 import keras
 import tensorflow as tf
 
+import tapefit.train
 from tapefit.config import SpaceEntry
 from tapefit.search_space import apply_values
 from tapefit.tuning import EpochClock, search
@@ -40,6 +44,28 @@ SPACE = {  # the classifier's space without the CNN: the issue's target is the M
 
 def spread(values: list[float]) -> dict[str, float]:
     return {"median_s": statistics.median(values), "min_s": min(values), "max_s": max(values)}
+
+
+def growth_per_trial(records: list[dict]) -> float:
+    """Median growth of resident memory from one trial's end to the next's, in MB."""
+    rss = [record["rss_mb"] for record in records]
+    return statistics.median(after - before for before, after in itertools.pairwise(rss))
+
+
+@contextlib.contextmanager
+def registry_kept():
+    """Runs that leave TensorFlow's custom-gradient registry alone, as tapefit's did before."""
+    released = tapefit.train.released_custom_gradients
+    tapefit.train.released_custom_gradients = contextlib.nullcontext
+    try:
+        yield
+    finally:
+        tapefit.train.released_custom_gradients = released
+
+
+def trial_records(search_dir: Path) -> list[dict]:
+    records = (json.loads(p.read_text()) for p in search_dir.glob("trials/*/trial.json"))
+    return sorted(records, key=lambda record: record["trial_id"])
 
 
 def ordinary_runs(cfg, trials: list[dict], work_dir: Path) -> list[float]:
@@ -72,12 +98,12 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory() as work:
         work_dir = Path(work)
         search(cfg, work_dir / "search")
-        trials = sorted(
-            (json.loads(p.read_text()) for p in (work_dir / "search").glob("trials/*/trial.json")),
-            key=lambda record: record["trial_id"],
-        )
+        trials = trial_records(work_dir / "search")
         plain = compose(overrides)
         baseline = ordinary_runs(plain, trials, work_dir)
+        with registry_kept():
+            search(cfg, work_dir / "search-registry-kept")
+        kept = trial_records(work_dir / "search-registry-kept")
     trial_overheads = [t["overhead_s"] for t in trials]
     report = {
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
@@ -87,6 +113,8 @@ def main(argv: list[str] | None = None) -> dict:
         "trial_overhead": spread(trial_overheads),
         "run_overhead": spread(baseline),
         "trial_fit": spread([t["fit_s"] for t in trials]),
+        "rss_growth_mb_per_trial": growth_per_trial(trials),
+        "rss_growth_mb_per_trial_registry_kept": growth_per_trial(kept),
     }
     ratio = report["trial_overhead"]["median_s"] / report["run_overhead"]["median_s"]
     report["overhead_ratio"] = ratio
@@ -99,6 +127,15 @@ def main(argv: list[str] | None = None) -> dict:
         value = report[key]
         print(f"{label:>22}: {value['median_s']:.2f} s ({value['min_s']:.2f}-{value['max_s']:.2f})")
     print(f"{'ratio':>22}: {ratio:.2f}x the overhead of an ordinary run")
+    growth, growth_kept = (
+        report["rss_growth_mb_per_trial"],
+        report["rss_growth_mb_per_trial_registry_kept"],
+    )
+    print(
+        f"{'memory per trial':>22}: +{growth:.2f} MB RSS (median); "
+        f"+{growth_kept:.2f} MB with TensorFlow's custom-gradient registry kept"
+        + (f" ({growth / growth_kept:.2f}x)" if growth_kept > 0 else "")
+    )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return report

@@ -43,6 +43,7 @@ from tapefit.resume import (
 from tapefit.runtime import (
     jit_compile_argument,
     make_strategy,
+    released_custom_gradients,
     seed_everything,
     set_precision,
     shard_options,
@@ -339,7 +340,7 @@ def run_in(
     log.info("run directory: %s", run_dir.resolve())
     stopper = StopOnSignal()
     try:
-        with interruptible(stopper):
+        with interruptible(stopper), released_custom_gradients():
             results = train(cfg, run_dir, callbacks, stopper, load_data, warm_start)
     except RunInterrupted as stop:
         write_status(run_dir, "interrupted", signal=stop.signum, error=str(stop))

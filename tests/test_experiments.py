@@ -16,7 +16,11 @@ def test_sweep_benchmark_measures_each_trials_overhead_against_ordinary_runs(tmp
         assert 0 < report[key]["min_s"] <= report[key]["median_s"] <= report[key]["max_s"]
     ratio = report["trial_overhead"]["median_s"] / report["run_overhead"]["median_s"]
     assert report["overhead_ratio"] == pytest.approx(ratio)
-    assert f"{ratio:.2f}x the overhead of an ordinary run" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{ratio:.2f}x the overhead of an ordinary run" in out
+    growth = report["rss_growth_mb_per_trial"]
+    assert f"+{growth:.2f} MB RSS (median)" in out
+    assert "rss_growth_mb_per_trial_registry_kept" in report
     assert json.loads((tmp_path / "s.json").read_text())["trials"] == 2
 
 

@@ -112,3 +112,45 @@ def test_mixed_bfloat16_warns_only_on_cpus_without_amx(monkeypatch, has_amx):
         assert messages == []
     else:
         assert len(messages) == 1 and "without AMX trained slower than float32" in messages[0]
+
+
+def live_graphs() -> int:
+    import gc
+
+    from tensorflow.python.framework.func_graph import FuncGraph
+
+    gc.collect()
+    return sum(isinstance(o, FuncGraph) for o in gc.get_objects())
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model.architecture=mlp", "optimizer.name=adam"],
+        ["experiment=siamese", "data.train_size=128", "data.val_size=64", "data.test_size=64"],
+    ],
+    ids=["mlp-adam", "siamese"],
+)
+def test_a_finished_run_leaves_none_of_its_traced_graphs_alive(compose, tmp_path, overrides):
+    """TensorFlow's gradient registry keeps every graph-mode custom gradient (Keras' all-reduce
+    in each train step), and with it the graph; a run must release them, or a sweep grows."""
+    cfg = compose([*overrides, "trainer.epochs=1", "trainer.verbose=0", "trainer.save_model=false"])
+    before = live_graphs()
+    run(cfg, tmp_path)
+    assert live_graphs() == before
+
+
+def test_released_custom_gradients_frees_a_plain_keras_models_graphs():
+    """The README's advice for a user's own loop of Keras `fit` calls."""
+    import keras
+
+    from tapefit.runtime import released_custom_gradients
+
+    x, y = np.random.rand(64, 8).astype("float32"), np.random.randint(0, 3, 64)
+    before = live_graphs()
+    with released_custom_gradients():
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
+        model.compile("adam", "sparse_categorical_crossentropy")
+        model.fit(x, y, epochs=1, verbose=0)
+    del model
+    assert live_graphs() == before
