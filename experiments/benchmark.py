@@ -34,8 +34,8 @@ import tensorflow as tf
 
 from tapefit.data.pipeline import make_pipeline
 from tapefit.data.synthetic_pairs import PairGenerator
-from tapefit.losses import CosineMSELoss
 from tapefit.models.classifier import cnn_layers, mlp_layers
+from tapefit.models.losses import CosineMSELoss
 
 VARIANTS = ("tapefit", "builtin", "tf_function", "eager")
 

@@ -29,7 +29,7 @@ import keras
 import tensorflow as tf
 
 from tapefit.launch import Group, Role, worker_roles
-from tapefit.runtime import cpu_has_amx_bfloat16
+from tapefit.training.runtime import cpu_has_amx_bfloat16
 
 HERE = Path(__file__).resolve().parent
 

@@ -30,10 +30,10 @@ from tapefit import compose, run  # first: sets the backend and TensorFlow's opt
 import keras
 import tensorflow as tf
 
-import tapefit.train
-from tapefit.config import SpaceEntry
-from tapefit.search_space import apply_values
-from tapefit.tuning import EpochClock, search
+import tapefit.training.train
+from tapefit.config.schemas import SpaceEntry
+from tapefit.sweeps.search_space import apply_values
+from tapefit.sweeps.tuning import EpochClock, search
 
 SPACE = {  # the classifier's space without the CNN: the issue's target is the MLP's overhead
     "optimizer.learning_rate": {"type": "float", "min": 1e-4, "max": 1e-2, "sampling": "log"},
@@ -55,12 +55,12 @@ def growth_per_trial(records: list[dict]) -> float:
 @contextlib.contextmanager
 def registry_kept():
     """Runs that leave TensorFlow's custom-gradient registry alone, as tapefit's did before."""
-    released = tapefit.train.released_custom_gradients
-    tapefit.train.released_custom_gradients = contextlib.nullcontext
+    released = tapefit.training.train.released_custom_gradients
+    tapefit.training.train.released_custom_gradients = contextlib.nullcontext
     try:
         yield
     finally:
-        tapefit.train.released_custom_gradients = released
+        tapefit.training.train.released_custom_gradients = released
 
 
 def trial_records(search_dir: Path) -> list[dict]:

@@ -4,12 +4,12 @@ from tapefit.backend import ensure_tensorflow_backend_or_exit
 
 ensure_tensorflow_backend_or_exit()  # before anything imports Keras
 
-from tapefit.composition import compose  # noqa: E402
+from tapefit.config.composition import compose  # noqa: E402
 from tapefit.errors import TapefitError  # noqa: E402
-from tapefit.gradcheck import gradcheck  # noqa: E402
 from tapefit.models import Classifier, SiameseModel, TextEncoder  # noqa: E402
-from tapefit.tape_model import StepOutput, TapeModel  # noqa: E402
-from tapefit.train import run  # noqa: E402
+from tapefit.step.gradcheck import gradcheck  # noqa: E402
+from tapefit.step.tape_model import StepOutput, TapeModel  # noqa: E402
+from tapefit.training.train import run  # noqa: E402
 
 __version__ = "0.1.0"
 

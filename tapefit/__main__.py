@@ -14,8 +14,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from tapefit.composition import register_schemas
-from tapefit.config import config_dir
+from tapefit.config.composition import register_schemas
+from tapefit.config.schemas import config_dir
 from tapefit.errors import TapefitError
 
 register_schemas()
@@ -30,12 +30,13 @@ def main(cfg: DictConfig) -> float:
     where the failed job returns the worst value (`failure_value`) and the sweep goes on;
     SIGINT/SIGTERM end with exit code 130/143 after the current step. `status.json` says so.
     """
-    from tapefit.lifecycle import RunInterrupted
+    from tapefit.training.lifecycle import RunInterrupted
 
     logging.captureWarnings(True)  # warnings reach tapefit.log through Hydra's job logging
     hydra_cfg = HydraConfig.get()
     try:
-        metrics = execute(cfg, hydra_cfg.runtime.output_dir, list(hydra_cfg.overrides.task))
+        command = [*config_dir_arguments(hydra_cfg), *hydra_cfg.overrides.task]
+        metrics = execute(cfg, hydra_cfg.runtime.output_dir, command)
     except TapefitError as error:
         print(f"tapefit: error: {error}", file=sys.stderr)
         if hydra_cfg.mode == RunMode.MULTIRUN:
@@ -51,15 +52,24 @@ def main(cfg: DictConfig) -> float:
     return float(value)
 
 
+def config_dir_arguments(hydra_cfg: DictConfig) -> list[str]:
+    """`--config-dir DIR` when the command line added one (a user project's conf/), so a
+    printed re-run command finds the same configs."""
+    for source in hydra_cfg.runtime.config_sources:
+        if source.provider == "command-line" and source.schema == "file":
+            return ["--config-dir", source.path]
+    return []
+
+
 def failure_value(cfg: DictConfig) -> float:
     """What a failed job returns to a sweeper: the worst value for the objective's direction
     (-inf when higher is better). Optuna records it and goes on; NaN would abort its sweep."""
-    from tapefit.callbacks import resolve_mode
-    from tapefit.objective import objective_name
-    from tapefit.tasks import task_for
+    from tapefit.families import family_for
+    from tapefit.training.callbacks import resolve_mode
+    from tapefit.training.objective import objective_name
 
     try:
-        name = objective_name(cfg, task_for(cfg).default_objective(cfg))
+        name = objective_name(cfg, family_for(cfg).default_objective(cfg))
     except TapefitError:
         return math.nan
     return -math.inf if resolve_mode(name, "auto") == "max" else math.inf
@@ -68,7 +78,7 @@ def failure_value(cfg: DictConfig) -> float:
 def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
     """One run, or a keras-tuner search when `tune.algorithm` is not `none`."""
     if cfg.tune.algorithm == "none":
-        from tapefit.train import run
+        from tapefit.training.train import run
 
         metrics = run(cfg, output_dir)
         print(
@@ -76,7 +86,7 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
             + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if k.startswith("test_"))
         )
         return metrics
-    from tapefit.tuning import search
+    from tapefit.sweeps.tuning import search
 
     summary = search(cfg, output_dir, overrides)
     if summary.get("worker"):

@@ -29,7 +29,7 @@ def _seed_and_policy():
 @pytest.fixture
 def compose():
     """Compose the real config tree with overrides, as the CLI would."""
-    from tapefit.composition import compose as compose_config
+    from tapefit.config.composition import compose as compose_config
 
     return compose_config
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tapefit import TapefitError
-from tapefit.train import run
+from tapefit.training.train import run
 from tests.helpers import run_cli
 from tests.test_data import write_mnist
 
@@ -326,7 +326,7 @@ def test_epochs_final_metrics_and_warnings_reach_tapefit_log(tmp_path):
     log = (tmp_path / "tapefit.log").read_text()
     assert "epoch 1: accuracy=" in log and "epoch 2: accuracy=" in log
     assert "completed: test_accuracy=" in log
-    from tapefit.runtime import cpu_has_amx_bfloat16
+    from tapefit.training.runtime import cpu_has_amx_bfloat16
 
     if cpu_has_amx_bfloat16() is False:  # tapefit warns about bf16 only on CPUs without AMX
         assert "WARNING" in log and "mixed_bfloat16 on a CPU without AMX" in log

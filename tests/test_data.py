@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 import tapefit
 from tapefit import TapefitError
 from tapefit.data.images import load_digits_splits, load_mnist_splits
-from tapefit.tasks.classifier import load_mnist
+from tapefit.families.classifier import load_mnist
 
 
 def write_mnist(path, n_train=60, n_test=20, **drop):

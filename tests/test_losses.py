@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from tapefit import TapefitError
-from tapefit.losses import ContrastiveLoss, CosineLoss, CosineMSELoss, InBatchNegativesLoss
+from tapefit.models.losses import ContrastiveLoss, CosineLoss, CosineMSELoss, InBatchNegativesLoss
 
 
 def unit(rows):

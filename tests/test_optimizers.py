@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 import tapefit
 from tapefit import StepOutput, TapeModel
-from tapefit.optimizers import build_optimizer
+from tapefit.training.optimizers import build_optimizer
 from tests.helpers import load_experiment, scalar_tags
 
 

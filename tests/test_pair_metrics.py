@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tapefit.callbacks import resolve_mode
-from tapefit.metrics import best_threshold_accuracy, pair_metrics, roc_auc
+from tapefit.models.metrics import best_threshold_accuracy, pair_metrics, roc_auc
+from tapefit.training.callbacks import resolve_mode
 
 
 def brute_force_best_accuracy(scores, labels):

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tapefit.runtime import shard_options, writes_run_dir
-from tapefit.train import run
+from tapefit.training.runtime import shard_options, writes_run_dir
+from tapefit.training.train import run
 from tests.helpers import REPO
 
 # family -> overrides, and how close the result must be to one process's. Float-order noise
@@ -175,8 +175,8 @@ def test_the_slurm_launcher_configs_compose_with_submitits_plugin(name, nodes):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from tapefit.composition import register_schemas
-    from tapefit.config import config_dir
+    from tapefit.config.composition import register_schemas
+    from tapefit.config.schemas import config_dir
 
     register_schemas()
     GlobalHydra.instance().clear()
@@ -188,7 +188,7 @@ def test_the_slurm_launcher_configs_compose_with_submitits_plugin(name, nodes):
 
 
 def test_a_slurm_job_of_several_tasks_is_a_cluster_and_task_0_writes(monkeypatch):
-    from tapefit.runtime import cluster_source
+    from tapefit.training.runtime import cluster_source
 
     monkeypatch.delenv("TF_CONFIG", raising=False)
     monkeypatch.delenv("SLURM_NTASKS", raising=False)
@@ -202,7 +202,7 @@ def test_a_slurm_job_of_several_tasks_is_a_cluster_and_task_0_writes(monkeypatch
 
 
 def test_auto_and_devices_pick_the_strategy_from_what_the_machine_has():
-    from tapefit.runtime import make_strategy
+    from tapefit.training.runtime import make_strategy
 
     assert not tf.config.list_logical_devices("GPU")  # this machine: two logical CPUs, no GPU
     assert make_strategy("auto") is tf.distribute.get_strategy()  # no GPUs: the default

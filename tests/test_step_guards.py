@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tapefit import StepOutput, TapefitError, TapeModel
-from tapefit.step_monitor import NonFiniteGuard
+from tapefit.step.monitor import NonFiniteGuard
 
 X = np.random.default_rng(0).normal(size=(96, 3)).astype("float32")
 Y = (X @ np.array([[1.0], [2.0], [-1.0]], "float32")).astype("float32")
@@ -179,7 +179,7 @@ def test_loss_scale_skips_are_not_counted_twice(policy, counted):
 
 
 def test_a_diverging_run_from_config_stops_with_one_clear_error(compose, tmp_path):
-    from tapefit.train import run
+    from tapefit.training.train import run
 
     cfg = compose(["model.architecture=mlp", "optimizer.learning_rate=1e12", "trainer.verbose=0"])
     assert cfg.trainer.on_nonfinite == "stop"  # the default for runs

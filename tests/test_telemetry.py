@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 
 from tapefit import TapeModel
-from tapefit.step_monitor import StepTelemetry
-from tapefit.train import run
+from tapefit.step.monitor import StepTelemetry
+from tapefit.training.train import run
 from tests.helpers import scalar_tags
 
 
@@ -92,7 +92,7 @@ def get_json(url: str):
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    from tapefit.composition import compose
+    from tapefit.config.composition import compose
 
     run_dir = tmp_path_factory.mktemp("telemetry-run")
     cfg = compose(

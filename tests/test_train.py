@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from tapefit.train import run
+from tapefit.training.train import run
 from tests.test_data import write_mnist
 
 
@@ -86,7 +86,7 @@ def test_monitoring_a_metric_that_does_not_exist_lists_the_real_ones(compose, tm
 
 
 def test_cpu_amx_bfloat16_support_is_read_from_cpu_flags(tmp_path):
-    from tapefit.runtime import cpu_has_amx_bfloat16
+    from tapefit.training.runtime import cpu_has_amx_bfloat16
 
     (tmp_path / "amx").write_text("flags : fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n")
     (tmp_path / "avx512").write_text("flags : fpu avx2 avx512f avx512_bf16\n")
@@ -101,7 +101,7 @@ def test_cpu_amx_bfloat16_support_is_read_from_cpu_flags(tmp_path):
 def test_mixed_bfloat16_warns_only_on_cpus_without_amx(monkeypatch, has_amx):
     import warnings
 
-    from tapefit import runtime
+    from tapefit.training import runtime
 
     monkeypatch.setattr(runtime, "cpu_has_amx_bfloat16", lambda: has_amx)
     with warnings.catch_warnings(record=True) as caught:
@@ -144,7 +144,7 @@ def test_released_custom_gradients_frees_a_plain_keras_models_graphs():
     """The README's advice for a user's own loop of Keras `fit` calls."""
     import keras
 
-    from tapefit.runtime import released_custom_gradients
+    from tapefit.training.runtime import released_custom_gradients
 
     x, y = np.random.rand(64, 8).astype("float32"), np.random.randint(0, 3, 64)
     before = live_graphs()

@@ -19,9 +19,9 @@ import yaml
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from tapefit import TapefitError
-from tapefit.config import SpaceEntry
-from tapefit.train import run
-from tapefit.tuning import search
+from tapefit.config.schemas import SpaceEntry
+from tapefit.sweeps.tuning import search
+from tapefit.training.train import run
 from tests.helpers import REPO, run_cli
 
 FAST = [
@@ -162,7 +162,7 @@ def test_a_search_space_no_trial_can_use_is_refused_before_any_trial(
 
 def test_conditional_entries_reach_only_the_trials_where_they_apply(compose):
     """keras-tuner's conditional scope: bn_momentum is set only in trials that pick the CNN."""
-    from tapefit.search_space import active_values, apply_values, declare
+    from tapefit.sweeps.search_space import active_values, apply_values, declare
 
     cfg = mlp_space(
         compose(["tune=grid"]),
@@ -199,8 +199,8 @@ def test_memory_does_not_grow_trial_after_trial(compose, tmp_path):
 
 def test_the_oracle_seed_repeats_the_trials_even_for_seed_0(compose):
     """keras-tuner replaces a falsy seed with a random one; tapefit's seed 0 must still repeat."""
-    from tapefit.search_space import declare
-    from tapefit.tuning import make_oracle
+    from tapefit.sweeps.search_space import declare
+    from tapefit.sweeps.tuning import make_oracle
 
     def first_values(seed):
         cfg = compose(["tune=random", f"seed={seed}"])

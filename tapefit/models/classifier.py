@@ -11,7 +11,7 @@ from keras import layers
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
-from tapefit.tape_model import TapeModel
+from tapefit.step.tape_model import TapeModel
 
 
 class Architecture(str, Enum):

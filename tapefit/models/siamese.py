@@ -16,9 +16,9 @@ import tensorflow as tf
 from keras import layers
 
 from tapefit.errors import TapefitError
-from tapefit.losses import pair_cosine
 from tapefit.models.layers import TextEncoder
-from tapefit.tape_model import StepOutput, TapeModel
+from tapefit.models.losses import pair_cosine
+from tapefit.step.tape_model import StepOutput, TapeModel
 
 FINGERPRINT_BUCKETS = 2**24  # exact in float32, which Keras losses cast labels to
 
@@ -36,13 +36,13 @@ class SiameseModel(TapeModel):
 
     Inputs are `(texts_a, texts_b)`: strings when `vocabulary` is given (a `TextVectorization`
     with that vocabulary lives in the model), otherwise integer token ids below `vocab_size`.
-    `call` returns the cosine of each pair; compile it with a loss from `tapefit.losses`.
+    `call` returns the cosine of each pair; compile it with a loss from `tapefit.models.losses`.
 
     Example:
 
     ```python
     model = SiameseModel.from_texts(train_texts, sequence_length=16)
-    model.compile(optimizer="adam", loss=tapefit.losses.CosineMSELoss(label_range=(0, 5)))
+    model.compile(optimizer="adam", loss=tapefit.models.losses.CosineMSELoss(label_range=(0, 5)))
     model.fit(((texts_a, texts_b), labels), epochs=5)
     model.similarity(["a cat sat"], ["the cat was sitting"])
     ```

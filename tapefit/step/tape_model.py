@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
-from tapefit.step_tools import (
+from tapefit.step.tools import (
     GradientTelemetry,
     OnMissingGradients,
     OnNonFinite,

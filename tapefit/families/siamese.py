@@ -14,12 +14,12 @@ from omegaconf import MISSING, OmegaConf
 from tapefit.data.pair_files import LabelType, PairFileSpec
 from tapefit.data.pairs import PairData, file_splits, pair_data, synthetic_splits
 from tapefit.errors import TapefitError
-from tapefit.losses import PairLoss, losses_for_labels, make_pair_loss
-from tapefit.metrics import SplitMetrics, pair_metrics
+from tapefit.families.base import Dataset, Family, register
 from tapefit.models.layers import Pooling, Rnn
+from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss
+from tapefit.models.metrics import SplitMetrics, pair_metrics
 from tapefit.models.siamese import SiameseModel
-from tapefit.outputs import plot_similarity
-from tapefit.tasks.base import Dataset, Task, register
+from tapefit.training.outputs import plot_similarity
 
 
 @dataclass
@@ -131,19 +131,60 @@ def load_pair_files(options: Any, seed: int) -> PairData:
     )
 
 
+def check_pair_data(data: Any) -> None:
+    """Keys every pair dataset has: the sequence length and the vocabulary cap."""
+    if data.sequence_length < 1:
+        raise TapefitError(f"data.sequence_length={data.sequence_length} must be at least 1")
+    if data.max_tokens is not None and data.max_tokens < 3:
+        raise TapefitError(f"data.max_tokens={data.max_tokens} must be at least 3 or null")
+
+
+def check_synthetic_pairs(data: Any) -> None:
+    """`data=pairs_synthetic`: the common keys and the split sizes."""
+    check_pair_data(data)
+    for split in ("train", "val", "test"):
+        if data[f"{split}_size"] < 1:
+            raise TapefitError(f"data.{split}_size={data[f'{split}_size']} must be at least 1")
+
+
+def check_pair_file_options(data: Any) -> None:
+    """The split fractions and the label range of `data=pairs_file`, before any file is read."""
+    check_pair_data(data)
+    for key in ("val_fraction", "test_fraction"):
+        if not 0.0 <= data[key] < 1.0:
+            raise TapefitError(f"data.{key}={data[key]} must lie in [0, 1)")
+    if not 0.0 <= data.max_skipped_fraction <= 1.0:
+        raise TapefitError(
+            f"data.max_skipped_fraction={data.max_skipped_fraction} must lie in [0, 1]"
+        )
+    if data.val_fraction + data.test_fraction >= 1.0:
+        raise TapefitError(
+            f"data.val_fraction + data.test_fraction = {data.val_fraction + data.test_fraction}"
+            " leaves no training pairs: keep their sum below 1"
+        )
+    low_high = list(data.label_range)
+    if len(low_high) != 2 or not low_high[0] < low_high[1]:
+        raise TapefitError(
+            f"data.label_range={low_high} must be two numbers [low, high] with low < high, "
+            "e.g. data.label_range=[0,5]"
+        )
+
+
 SIZES = ("embedding_dim", "units", "num_layers")
 LABEL_WORDS = {LabelType.graded.value: "graded", LabelType.binary.value: "binary 0/1"}
 
 
 @register
-class SiameseTask(Task):
+class SiameseFamily(Family):
     """Text pairs -> cosine similarity, a pair loss, whole-split correlation or AUC metrics."""
 
     name = "siamese"
     model_schema = SiameseConfig
     datasets: ClassVar[dict[str, Dataset]] = {
-        "pairs_synthetic": Dataset(SyntheticPairsConfig, load_synthetic_pairs),
-        "pairs_file": Dataset(PairFilesConfig, load_pair_files),
+        "pairs_synthetic": Dataset(
+            SyntheticPairsConfig, load_synthetic_pairs, check_synthetic_pairs
+        ),
+        "pairs_file": Dataset(PairFilesConfig, load_pair_files, check_pair_file_options),
     }
 
     def model(self, cfg: Any, data: PairData) -> keras.Model:
@@ -168,19 +209,11 @@ class SiameseTask(Task):
         return {"loss": loss}
 
     def check(self, cfg: Any) -> None:
-        sizes = {"data.sequence_length": cfg.data.sequence_length}
-        sizes.update({f"model.encoder.{k}": cfg.model.encoder[k] for k in SIZES})
-        if cfg.data.name == "pairs_synthetic":
-            sizes.update(
-                {f"data.{s}_size": cfg.data[f"{s}_size"] for s in ("train", "val", "test")}
-            )
-        for key, value in sizes.items():
-            if value < 1:
-                raise TapefitError(f"{key}={value} must be at least 1")
-        if cfg.data.name == "pairs_file":
-            check_pair_file_options(cfg.data)
-        if cfg.data.max_tokens is not None and cfg.data.max_tokens < 3:
-            raise TapefitError(f"data.max_tokens={cfg.data.max_tokens} must be at least 3 or null")
+        for key in SIZES:
+            if cfg.model.encoder[key] < 1:
+                raise TapefitError(
+                    f"model.encoder.{key}={cfg.model.encoder[key]} must be at least 1"
+                )
         if not 0.0 <= cfg.model.encoder.recurrent_dropout < 1.0:
             raise TapefitError(
                 f"model.encoder.recurrent_dropout={cfg.model.encoder.recurrent_dropout} must lie "
@@ -208,25 +241,3 @@ class SiameseTask(Task):
         report = {f"test_{name}": value for name, value in metrics.items()}
         report["skipped_lines"] = data.skipped_lines
         return report
-
-
-def check_pair_file_options(data: Any) -> None:
-    """The split fractions and the label range of `data=pairs_file`, before any file is read."""
-    for key in ("val_fraction", "test_fraction"):
-        if not 0.0 <= data[key] < 1.0:
-            raise TapefitError(f"data.{key}={data[key]} must lie in [0, 1)")
-    if not 0.0 <= data.max_skipped_fraction <= 1.0:
-        raise TapefitError(
-            f"data.max_skipped_fraction={data.max_skipped_fraction} must lie in [0, 1]"
-        )
-    if data.val_fraction + data.test_fraction >= 1.0:
-        raise TapefitError(
-            f"data.val_fraction + data.test_fraction = {data.val_fraction + data.test_fraction}"
-            " leaves no training pairs: keep their sum below 1"
-        )
-    low_high = list(data.label_range)
-    if len(low_high) != 2 or not low_high[0] < low_high[1]:
-        raise TapefitError(
-            f"data.label_range={low_high} must be two numbers [low, high] with low < high, "
-            "e.g. data.label_range=[0,5]"
-        )

@@ -10,13 +10,16 @@ import os
 from pathlib import PurePath
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
 
-from tapefit.callbacks import MONITORING
+from tapefit.config.targets import checked_target, has_target
 from tapefit.errors import TapefitError
-from tapefit.objective import check_objective, objective_name
-from tapefit.runtime import cluster_source, device_names
-from tapefit.tasks import task_for
+from tapefit.families import family_for
+from tapefit.training.callbacks import MONITORING
+from tapefit.training.compiling import metric_name
+from tapefit.training.objective import check_objective, objective_name
+from tapefit.training.runtime import cluster_source, device_names
 
 
 def _unknown_keys(node: Any, prefix: str) -> None:
@@ -126,20 +129,46 @@ def tf_config_tasks() -> list[str]:
         return []
 
 
-def expected_logs(cfg: Any) -> set[str]:
-    """Every key the epoch logs of this run will hold."""
-    names = set(task_for(cfg).logged_metrics(cfg))
+def expected_logs(cfg: Any, model: Any = None, validation: bool = True) -> set[str] | None:
+    """Every key the epoch logs of this run will hold (`validation`: whether it has a
+    validation split); None when only the built `model` can tell (a `_target_` model)."""
+    family = family_for(cfg)
+    names = family.logged_metrics(cfg, model)
+    if names is None:
+        return None
+    names = set(names) | {metric_name(m) for m in cfg.compile.metrics}
     if cfg.trainer.on_nonfinite == "skip":
         names.add("skipped_steps")
-    logged = names | {f"val_{name}" for name in names if name != "skipped_steps"}
-    logged |= set(task_for(cfg).validation_metrics(cfg))
+    logged = set(names)
+    if validation:
+        logged |= {f"val_{name}" for name in names if name != "skipped_steps"}
+        logged |= set(family.validation_metrics(cfg))
     if cfg.callbacks.reduce_lr_on_plateau.enabled:
         logged.add("learning_rate")
     return logged
 
 
+def typed_groups(cfg: Any) -> None:
+    """Give `data` and `model` their family's schema when their YAML did not name it (a family
+    registered through `families=[...]`, whose schemas Hydra never saw): misspelt keys and
+    wrong types are refused as for the built-in families."""
+    if has_target(cfg.model):
+        return
+    family = family_for(cfg)
+    schemas = {"model": family.model_schema, "data": family.datasets[cfg.data.name].schema}
+    for group, schema in schemas.items():
+        if OmegaConf.get_type(cfg[group]) is dict:
+            try:
+                typed = OmegaConf.merge(OmegaConf.structured(schema), cfg[group])
+            except OmegaConfBaseException as error:
+                raise TapefitError(f"{group}: {str(error).splitlines()[0]}") from None
+            with open_dict(cfg):
+                cfg[group] = typed
+
+
 def check_config(cfg: Any) -> None:
     """Every check a composed config must pass before a run starts."""
+    typed_groups(cfg)
     _unknown_keys(cfg, "")
     trainer = cfg.trainer
     at_least(cfg.seed, 0, "seed")
@@ -148,12 +177,17 @@ def check_config(cfg: Any) -> None:
     at_least(trainer.validation_steps, 1, "trainer.validation_steps", allow_null=True)
     at_least(trainer.steps_per_execution, 1, "trainer.steps_per_execution")
     at_least(trainer.checkpoint_every_steps, 1, "trainer.checkpoint_every_steps", allow_null=True)
-    at_least(cfg.data.batch_size, 1, "data.batch_size")
+    if "batch_size" in cfg.data:
+        at_least(cfg.data.batch_size, 1, "data.batch_size")
     at_least(
         cfg.callbacks.step_telemetry.every_n_steps, 1, "callbacks.step_telemetry.every_n_steps"
     )
-    if not cfg.optimizer.learning_rate > 0:
-        raise TapefitError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be > 0")
+    optimizers = {f"optimizers.{n}": o for n, o in cfg.optimizers.items()} or {
+        "optimizer": cfg.optimizer
+    }
+    for key, options in optimizers.items():
+        if not options.learning_rate > 0:
+            raise TapefitError(f"{key}.learning_rate={options.learning_rate} must be > 0")
     at_least(cfg.callbacks.tensorboard.profile_batch, 0, "callbacks.tensorboard.profile_batch")
     if not 0.0 < cfg.callbacks.reduce_lr_on_plateau.factor < 1.0:
         raise TapefitError(
@@ -162,9 +196,25 @@ def check_config(cfg: Any) -> None:
         )
     for key in ("csv_logger", "model_checkpoint"):
         inside_run_dir(cfg.callbacks[key].filename, f"callbacks.{key}.filename")
+    for name, node in cfg.callbacks.extra.items():
+        if not has_target(node):
+            raise TapefitError(
+                f"callbacks.extra.{name} needs _target_: the Keras callback class to build"
+            )
+        checked_target(node, f"callbacks.extra.{name}")
     check_distribution(trainer)
-    task_for(cfg).check(cfg)
-    logged = expected_logs(cfg)
+    family = family_for(cfg)
+    family.check(cfg)
+    family.check_data(cfg)
+    check_logged_names(cfg)
+
+
+def check_logged_names(cfg: Any, model: Any = None, validation: bool = True) -> None:
+    """Callback monitors and the objective must be names the run logs: checked from config,
+    or, for a `_target_` model, once it is built (still before training)."""
+    logged = expected_logs(cfg, model, validation)
+    if logged is None:
+        return
     for option in MONITORING:
         monitor = cfg.callbacks[option].monitor
         if cfg.callbacks[option].enabled and monitor not in logged:
@@ -172,14 +222,17 @@ def check_config(cfg: Any) -> None:
                 f"callbacks.{option}.monitor={monitor} is not a logged metric: choose one of "
                 f"{', '.join(sorted(logged))}"
             )
+    checked_objective(cfg, logged)
 
 
-def checked_objective(cfg: Any) -> str:
+def checked_objective(cfg: Any, logged: set[str] | None = None) -> str:
     """The run's objective name, refused unless the run logs it (or, named explicitly, a test
-    metric `evaluate` reports)."""
-    logged = expected_logs(cfg)
+    metric `evaluate` reports); only named when the logs are not known yet."""
+    name = objective_name(cfg, family_for(cfg).default_objective(cfg))
+    logged = logged if logged is not None else expected_logs(cfg)
+    if logged is None:
+        return name
     per_epoch_only = {"learning_rate", "skipped_steps"}  # not something evaluate() reports
     tests = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
-    name = objective_name(cfg, task_for(cfg).default_objective(cfg))
     check_objective(name, logged, tests)
     return name

@@ -11,7 +11,7 @@ import keras
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
-from tapefit.step_tools import GradientTelemetry, is_loss_scaled
+from tapefit.step.tools import GradientTelemetry, is_loss_scaled
 
 TELEMETRY_FIELDS = ("step", "gradient_norm", "learning_rate", "loss_scale", "skipped_steps")
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
-from tapefit.config import SCHEMAS, config_dir
-from tapefit.tasks import FAMILIES
+from tapefit.config.schemas import SCHEMAS, config_dir
+from tapefit.families import FAMILIES
 
 
 def register_schemas() -> None:
@@ -16,8 +16,8 @@ def register_schemas() -> None:
     (idempotent)."""
     store = ConfigStore.instance()
     stored = dict(SCHEMAS)
-    for task in FAMILIES.values():
-        stored.update(task.schemas())
+    for family in FAMILIES.values():
+        stored.update(family.schemas())
     for (group, name), node in stored.items():
         store.store(group=group, name=name, node=node)
 

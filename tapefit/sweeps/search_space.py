@@ -12,7 +12,7 @@ import keras_tuner as kt
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from tapefit.config import ParamType
+from tapefit.config.schemas import ParamType
 from tapefit.errors import TapefitError
 
 _MISSING = object()

@@ -15,7 +15,7 @@ from typing import Any
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hparams_api
 
-from tapefit.outputs import atomic_write
+from tapefit.training.outputs import atomic_write
 
 RECORD_FIELDS = (
     "trial_id",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tapefit.callbacks import resolve_mode
-from tapefit.config import ObjectiveMode
+from tapefit.config.schemas import ObjectiveMode
 from tapefit.errors import TapefitError
+from tapefit.training.callbacks import resolve_mode
 
 
 def objective_name(cfg: Any, default: str) -> str:

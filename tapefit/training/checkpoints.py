@@ -10,7 +10,7 @@ from typing import Any
 
 import keras
 
-from tapefit.outputs import atomic_path, to_builtin, write_json
+from tapefit.training.outputs import atomic_path, to_builtin, write_json
 
 PREFIX = "epoch-"
 

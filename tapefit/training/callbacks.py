@@ -7,8 +7,9 @@ from typing import Any
 
 import keras
 
-from tapefit.config import MonitorMode
-from tapefit.step_monitor import StepTelemetry
+from tapefit.config.schemas import MonitorMode
+from tapefit.config.targets import instantiate
+from tapefit.step.monitor import StepTelemetry
 
 MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
 # Metrics where higher is better; Keras' mode="auto" guesses "min" for names it does not know.
@@ -32,9 +33,10 @@ def build_callbacks(
 ) -> list[keras.callbacks.Callback]:
     """The enabled callbacks of `cfg` (the `callbacks` group), with files under `run_dir`:
     those that change the logs or the run (early stopping, learning-rate plateau, checkpoints)
-    first, then `before_writers`, then those that write the logs (TensorBoard, telemetry, CSV;
-    the CSV is appended to when `append`). Monitored names are checked before training
-    (`validation.check_config`): Keras would only warn and never act."""
+    first, then `extra` (callbacks named by `_target_`), then `before_writers`, then those that
+    write the logs (TensorBoard, telemetry, CSV; the CSV is appended to when `append`).
+    Monitored names are checked before training (`validation.check_config`): Keras would only
+    warn and never act."""
     callbacks: list[keras.callbacks.Callback] = []
     writers: list[keras.callbacks.Callback] = []
     if cfg.tensorboard.enabled:
@@ -82,6 +84,7 @@ def build_callbacks(
                 min_lr=plateau.min_lr,
             )
         )
+    callbacks += [instantiate(node, f"callbacks.extra.{name}") for name, node in cfg.extra.items()]
     callbacks += list(before_writers or [])
     if cfg.step_telemetry.enabled:
         writers.append(

@@ -22,27 +22,27 @@ import keras_tuner as kt
 from keras_tuner.src.distribute import utils as dist_utils
 from omegaconf import OmegaConf
 
-from tapefit.callbacks import resolve_mode
-from tapefit.config import TuneAlgorithm
+from tapefit.config.schemas import TuneAlgorithm
+from tapefit.config.validation import check_config, checked_objective
 from tapefit.errors import TapefitError
-from tapefit.lifecycle import CHECKPOINTS, RunInterrupted, alive, read_status, write_status
-from tapefit.outputs import atomic_write, write_json
-from tapefit.resume import MAY_DIFFER, check_same_config, config_snapshot
-from tapefit.search_space import (
+from tapefit.sweeps.records import (
+    current_rss_mb,
+    write_hparams_config,
+    write_hparams_trial,
+    write_trials_csv,
+)
+from tapefit.sweeps.search_space import (
     active_values,
     apply_values,
     corner_values,
     declare,
     override_text,
 )
-from tapefit.sweep_records import (
-    current_rss_mb,
-    write_hparams_config,
-    write_hparams_trial,
-    write_trials_csv,
-)
-from tapefit.train import build_data, run
-from tapefit.validation import check_config, checked_objective
+from tapefit.training.callbacks import resolve_mode
+from tapefit.training.lifecycle import CHECKPOINTS, RunInterrupted, alive, read_status, write_status
+from tapefit.training.outputs import atomic_write, write_json
+from tapefit.training.resume import MAY_DIFFER, check_same_config, config_snapshot
+from tapefit.training.train import build_data, run
 
 log = logging.getLogger("tapefit")
 

@@ -13,8 +13,8 @@ import numpy as np
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
-from tapefit.step_tools import variable_name
-from tapefit.tape_model import TapeModel
+from tapefit.step.tape_model import TapeModel
+from tapefit.step.tools import variable_name
 
 RELATIVE_FLOOR = 1e-7  # relative errors of gradients smaller than this are taken as absolute
 
@@ -219,7 +219,7 @@ def gradcheck(
     Example:
 
     ```python
-    check = tapefit.gradcheck(lambda x: x**4, 3.0)
+    check = tapefit.step.gradcheck(lambda x: x**4, 3.0)
     check.gradients[0]          # 108.0
     check.max_relative_error    # ~1e-10
     ```

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 
 from tapefit.choices import parse_choice
-from tapefit.config import Precision, ShardPolicy, Strategy
+from tapefit.config.schemas import Precision, ShardPolicy, Strategy
 from tapefit.errors import TapefitError
 
 

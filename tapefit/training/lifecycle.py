@@ -20,7 +20,7 @@ from typing import Any
 import keras
 
 from tapefit.errors import TapefitError
-from tapefit.outputs import write_json
+from tapefit.training.outputs import write_json
 
 STATUS_FILE = "status.json"
 CHECKPOINTS = "resume"  # epoch checkpoints for resume=true (not callbacks.model_checkpoint)

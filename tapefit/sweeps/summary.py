@@ -11,8 +11,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from tapefit.callbacks import resolve_mode
-from tapefit.sweep_records import best_first, write_trials_csv
+from tapefit.sweeps.records import best_first, write_trials_csv
+from tapefit.training.callbacks import resolve_mode
 
 log = logging.getLogger("tapefit")
 

@@ -3,8 +3,8 @@
 Each group option in `conf/` extends a schema (`defaults: [<name>_schema]`) and holds only what
 differs from it, so a misspelt key (`trainer.epocs=3`), a wrong type (`trainer.epochs=three`)
 or an unknown choice (`trainer.precision=float8`) fails at compose time with Hydra's own
-message. The `data` and `model` schemas belong to the model families (`tapefit/tasks/`);
-`tapefit.composition` registers both kinds.
+message. The `data` and `model` schemas belong to the model families (`tapefit/families/`);
+`tapefit.config.composition` registers both kinds.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from tapefit.errors import TapefitError
-from tapefit.step_tools import OnMissingGradients, OnNonFinite
+from tapefit.step.tools import OnMissingGradients, OnNonFinite
 
 
 class Precision(str, Enum):
@@ -185,6 +185,19 @@ class CallbacksConfig:
     reduce_lr_on_plateau: ReduceLROnPlateauConfig = field(default_factory=ReduceLROnPlateauConfig)
     csv_logger: CSVLoggerConfig = field(default_factory=CSVLoggerConfig)
     step_telemetry: StepTelemetryConfig = field(default_factory=StepTelemetryConfig)
+    # More Keras callbacks by name, each a node with `_target_` and its arguments, e.g.
+    # `extra: {lr_log: {_target_: keras.callbacks.LearningRateScheduler, ...}}`.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CompileConfig:
+    """What `Model.compile` gets besides the optimizer: `loss` replaces the family's loss (for
+    a `_target_` model, the only source of a compiled loss), `metrics` are added to the
+    family's. Each is a Keras name (`mse`, `mae`) or a node with `_target_`."""
+
+    loss: Any = None
+    metrics: list[Any] = field(default_factory=list)
 
 
 class TuneAlgorithm(str, Enum):
@@ -262,6 +275,12 @@ class TapefitConfig:
     data: Any = MISSING
     model: Any = MISSING
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    # Several optimizers by the names a train_step uses (apply_tape_gradients(optimizer=NAME));
+    # when given, they replace `optimizer`, and the first one counts the steps.
+    optimizers: dict[str, OptimizerConfig] = field(default_factory=dict)
+    compile: CompileConfig = field(default_factory=CompileConfig)
+    # Modules to import before the run: they register families of your own (@register).
+    families: list[str] = field(default_factory=list)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
     tune: TuneConfig = field(default_factory=TuneConfig)
@@ -278,7 +297,7 @@ SCHEMAS: dict[tuple[str | None, str], Any] = {
 
 def config_dir(package: Path | None = None) -> Path:
     """`conf/` beside the package in a checkout, or the copy packaged as `tapefit/conf`."""
-    package = package or Path(__file__).resolve().parent
+    package = package or Path(__file__).resolve().parent.parent
     for candidate in (package.parent / "conf", package / "conf"):
         if (candidate / "config.yaml").is_file():
             return candidate

@@ -17,8 +17,8 @@ from tapefit.data.images import (
     load_mnist_splits,
 )
 from tapefit.errors import TapefitError
+from tapefit.families.base import Dataset, Family, register
 from tapefit.models.classifier import Architecture, Classifier
-from tapefit.tasks.base import Dataset, Task, register
 
 
 @dataclass
@@ -67,15 +67,23 @@ def load_mnist(options: Any, seed: int) -> ImageData:
     return _pipelines(load_mnist_splits(options.path, options.val_fraction, seed), options, seed)
 
 
+def check_image_data(data: Any) -> None:
+    """Split fractions and the training limit of `data=digits` / `data=mnist`."""
+    check_fraction("val_fraction", data.val_fraction)
+    check_fraction("test_fraction", data.test_fraction)
+    if data.train_limit is not None and data.train_limit < 1:
+        raise TapefitError(f"data.train_limit={data.train_limit} must be at least 1 or null")
+
+
 @register
-class ClassifierTask(Task):
+class ClassifierFamily(Family):
     """Images -> class probabilities, sparse categorical cross-entropy, accuracy."""
 
     name = "classifier"
     model_schema = ClassifierConfig
     datasets: ClassVar[dict[str, Dataset]] = {
-        "digits": Dataset(ImageDataConfig, load_digits),
-        "mnist": Dataset(ImageDataConfig, load_mnist),
+        "digits": Dataset(ImageDataConfig, load_digits, check_image_data),
+        "mnist": Dataset(ImageDataConfig, load_mnist, check_image_data),
     }
 
     def model(self, cfg: Any, data: ImageData) -> keras.Model:
@@ -92,12 +100,6 @@ class ClassifierTask(Task):
         return {"loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"]}
 
     def check(self, cfg: Any) -> None:
-        check_fraction("val_fraction", cfg.data.val_fraction)
-        check_fraction("test_fraction", cfg.data.test_fraction)
-        if cfg.data.train_limit is not None and cfg.data.train_limit < 1:
-            raise TapefitError(
-                f"data.train_limit={cfg.data.train_limit} must be at least 1 or null"
-            )
         for key in ("dropout", "bn_momentum"):
             if not 0.0 <= cfg.model[key] < 1.0:
                 raise TapefitError(f"model.{key}={cfg.model[key]} must lie in [0, 1)")
@@ -106,7 +108,7 @@ class ClassifierTask(Task):
                 f"model.hidden_units={list(cfg.model.hidden_units)} must be positive sizes"
             )
 
-    def logged_metrics(self, cfg: Any) -> list[str]:
+    def logged_metrics(self, cfg: Any, model: keras.Model | None = None) -> list[str]:
         return ["loss", "accuracy"]
 
     def default_objective(self, cfg: Any) -> str:

@@ -18,10 +18,21 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tapefit.callbacks import build_callbacks
-from tapefit.checkpoints import EpochCheckpoint, RestoreMetrics, build_optimizers, restore_latest
+from tapefit.config.targets import has_target
+from tapefit.config.validation import check_config, check_logged_names, checked_objective
 from tapefit.errors import TapefitError
-from tapefit.lifecycle import (
+from tapefit.families import family_for
+from tapefit.step.monitor import NonFiniteGuard
+from tapefit.training.building import build_before_training
+from tapefit.training.callbacks import build_callbacks
+from tapefit.training.checkpoints import (
+    EpochCheckpoint,
+    RestoreMetrics,
+    build_optimizers,
+    restore_latest,
+)
+from tapefit.training.compiling import compile_model
+from tapefit.training.lifecycle import (
     CHECKPOINTS,
     RunInterrupted,
     StopOnSignal,
@@ -30,18 +41,16 @@ from tapefit.lifecycle import (
     scratch_run_dir,
     write_status,
 )
-from tapefit.objective import objective_name, objective_value
-from tapefit.optimizers import build_optimizer
-from tapefit.outputs import plot_curves, save_model, to_builtin, weights_digest, write_json
-from tapefit.resume import (
+from tapefit.training.objective import objective_name, objective_value
+from tapefit.training.outputs import plot_curves, save_model, to_builtin, weights_digest, write_json
+from tapefit.training.resume import (
     check_same_config,
     config_snapshot,
     fill_tensorboard,
     history_lists,
     rewrite_csv,
 )
-from tapefit.runtime import (
-    jit_compile_argument,
+from tapefit.training.runtime import (
     make_strategy,
     released_custom_gradients,
     seed_everything,
@@ -49,24 +58,8 @@ from tapefit.runtime import (
     shard_options,
     writes_run_dir,
 )
-from tapefit.step_monitor import NonFiniteGuard
-from tapefit.tasks import task_for
-from tapefit.validation import check_config, checked_objective
 
 log = logging.getLogger("tapefit")
-
-
-def step_policies(cfg: Any) -> dict[str, Any]:
-    """TapeModel.compile's step options from `cfg.trainer` and `cfg.callbacks.step_telemetry`."""
-    telemetry = cfg.callbacks.step_telemetry
-    return {
-        "on_nonfinite": cfg.trainer.on_nonfinite,
-        "on_missing_gradients": cfg.trainer.on_missing_gradients,
-        "allow_missing_gradients": list(cfg.trainer.allow_missing_gradients),
-        "gradient_telemetry": (
-            "off" if not telemetry.enabled else "histograms" if telemetry.histograms else "norm"
-        ),
-    }
 
 
 def prepare(cfg: Any) -> tf.distribute.Strategy:
@@ -75,7 +68,7 @@ def prepare(cfg: Any) -> tf.distribute.Strategy:
     Run it before every model that is built in the same process (sweeps, tuner trials):
     `clear_session` resets the dtype policy and the seed, so both are set after it.
     """
-    task_for(cfg)  # an unknown family or a dataset it does not take fails before any work
+    family_for(cfg)  # an unknown family or a dataset it does not take fails before any work
     keras.backend.clear_session()
     seed_everything(cfg.seed, cfg.trainer.deterministic)
     set_precision(cfg.trainer.precision)
@@ -84,33 +77,32 @@ def prepare(cfg: Any) -> tf.distribute.Strategy:
 
 def build_data(cfg: Any) -> Any:
     """The family's train/val/test data for `cfg.data`."""
-    return task_for(cfg).build_data(cfg)
+    return family_for(cfg).build_data(cfg)
 
 
 def sharded(data: Any, policy: str) -> Any:
     """`data` whose splits are divided among the workers by `policy` (trainer.shard_policy)."""
     options = shard_options(policy)
+    splits = {name: getattr(data, name) for name in ("train", "val", "test")}
     return dataclasses.replace(
         data,
-        train=data.train.with_options(options),
-        val=data.val.with_options(options),
-        test=data.test.with_options(options),
+        **{
+            name: None if split is None else split.with_options(options)
+            for name, split in splits.items()
+        },
     )
 
 
 def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.Model:
-    """Build the configured TapeModel and compile it, inside `strategy`'s scope."""
-    task = task_for(cfg)
+    """Build the configured TapeModel and compile it, inside `strategy`'s scope; a `_target_`
+    model is also built from the data's element spec and checked before training."""
+    family = family_for(cfg)
     with strategy.scope():
-        model = task.model(cfg, data)
-        model.compile(
-            optimizer=build_optimizer(cfg.optimizer, cfg.trainer.gradient_accumulation_steps),
-            steps_per_execution=cfg.trainer.steps_per_execution,
-            jit_compile=jit_compile_argument(cfg.trainer.jit_compile),
-            run_eagerly=cfg.trainer.run_eagerly,
-            **step_policies(cfg),
-            **task.compile_arguments(cfg, data),
-        )
+        model = family.model(cfg, data)
+        compile_model(model, cfg, family.compile_arguments(cfg, data))
+        if has_target(cfg.model):
+            build_before_training(model, data.train, f"model._target_={cfg.model._target_}")
+    check_logged_names(cfg, model, validation=data.val is not None)
     return model
 
 
@@ -134,7 +126,7 @@ def fit(
     first (unless `replay` is false because an earlier fit in this process drew them), and
     `skip_steps` batches of the first epoch are skipped; the CSV log is appended to.
     """
-    callbacks = task_for(cfg).callbacks(cfg, data)
+    callbacks = family_for(cfg).callbacks(cfg, data)
     if cfg.trainer.on_nonfinite != "ignore":
         callbacks.insert(0, NonFiniteGuard())
     callbacks += build_callbacks(
@@ -196,11 +188,11 @@ def finalize(
     write_json(run_dir / "history.json", history)
     if history:
         plot_curves(history, run_dir / "curves.png")
-    test = model.evaluate(data.test, verbose=0, return_dict=True)
+    test = {} if data.test is None else model.evaluate(data.test, verbose=0, return_dict=True)
     results = {f"test_{name}": value for name, value in test.items()}
-    results.update(task_for(cfg).report(model, data, run_dir))
+    results.update(family_for(cfg).report(model, data, run_dir))
     check_finite_metrics(results)
-    name = objective_name(cfg, task_for(cfg).default_objective(cfg))
+    name = objective_name(cfg, family_for(cfg).default_objective(cfg))
     value, epoch = objective_value(name, cfg.objective_mode, history, results)
     results.update(
         objective=name,

@@ -1,0 +1,180 @@
+"""Objects named by `_target_` in config (a user's model, loader, metric or callback): imported
+with an error that says what must be on the path, their arguments checked against the
+signature before anything runs (as LightningCLI does), then built by Hydra's `instantiate`."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from tapefit.errors import TapefitError
+
+# Keyword arguments every keras.Layer/Model constructor accepts through **kwargs.
+KERAS_BASE_ARGUMENTS = ("name", "dtype", "trainable", "autocast")
+HYDRA_KEYS = ("_target_", "_partial_", "_args_", "_convert_", "_recursive_")
+
+
+def has_target(node: Any) -> bool:
+    """Whether a config node names an object to build with `_target_`."""
+    return isinstance(node, DictConfig | dict) and "_target_" in node
+
+
+def ensure_working_directory_importable() -> None:
+    """Put the working directory on `sys.path` as `python -m` does, so the `tapefit` script
+    finds a project run from its root the same way `python -m tapefit` does."""
+    cwd = str(Path.cwd())
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def locate(path: str, key: str) -> Any:
+    """The object a dotted path names, or a one-line error saying what to put on the path."""
+    if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
+        raise TapefitError(f"{key}={path!r} must be a dotted path such as my_project.models.Net")
+    ensure_working_directory_importable()
+    parts = path.split(".")
+    module, found = None, 0
+    for end in range(len(parts), 0, -1):
+        name = ".".join(parts[:end])
+        try:
+            module = importlib.import_module(name)
+            found = end
+            break
+        except ModuleNotFoundError as error:
+            if error.name is not None and not name.startswith(error.name):
+                # the module exists but itself imports something missing
+                raise TapefitError(
+                    f"{key}={path}: importing {name} failed: {error}; install that package"
+                ) from None
+        except Exception as error:
+            raise TapefitError(
+                f"{key}={path}: importing {name} raised {type(error).__name__}: {error}"
+            ) from None
+    if module is None:
+        raise TapefitError(
+            f"{key}={path}: no module named {parts[0]!r}; run from the folder that holds "
+            f"{parts[0]}/ (or {parts[0]}.py), or install it (pip install -e .)"
+        )
+    target = module
+    for depth, attribute in enumerate(parts[found:], start=found):
+        if not hasattr(target, attribute):
+            owner = ".".join(parts[:depth])
+            names = [n for n in dir(target) if not n.startswith("_")]
+            close = difflib.get_close_matches(attribute, names, n=1)
+            hint = f" (did you mean {owner}.{close[0]}?)" if close else ""
+            raise TapefitError(f"{key}={path}: {owner} has no {attribute!r}{hint}")
+        target = getattr(target, attribute)
+    return target
+
+
+def accepted_arguments(target: Callable) -> tuple[list[str], bool]:
+    """The keyword names `target` takes, and whether it takes any (`**kwargs` that does not
+    end in a Keras constructor, which accepts only a few)."""
+    function = target.__init__ if inspect.isclass(target) else target
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return [], True
+    if inspect.isclass(target) and parameters and parameters[0].name == "self":
+        parameters = parameters[1:]
+    names = [
+        p.name
+        for p in parameters
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and not p.name.startswith("_")
+    ]
+    takes_kwargs = any(p.kind == p.VAR_KEYWORD for p in parameters)
+    if takes_kwargs and inspect.isclass(target) and _is_keras_layer(target):
+        return [*names, *(n for n in KERAS_BASE_ARGUMENTS if n not in names)], False
+    return names, takes_kwargs
+
+
+def _is_keras_layer(target: type) -> bool:
+    import keras
+
+    return issubclass(target, keras.layers.Layer)
+
+
+def required_arguments(target: Callable) -> list[str]:
+    """Keyword names `target` needs a value for."""
+    function = target.__init__ if inspect.isclass(target) else target
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    if inspect.isclass(target) and parameters and parameters[0].name == "self":
+        parameters = parameters[1:]
+    return [
+        p.name
+        for p in parameters
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+
+
+def check_arguments(
+    target: Callable, given: Iterable[str], key: str, supplied: Iterable[str] = ()
+) -> None:
+    """Refuse an argument `target` does not take (with the closest name) and a required one
+    that is missing; `supplied` are the names tapefit passes itself (seed, batch_size)."""
+    accepted, takes_any = accepted_arguments(target)
+    name = getattr(target, "__qualname__", repr(target))
+    if not takes_any:
+        for argument in given:
+            if argument not in accepted:
+                close = difflib.get_close_matches(argument, accepted, n=1)
+                hint = f" (did you mean {key}.{close[0]}?)" if close else ""
+                shown = ", ".join(accepted) or "no arguments"
+                raise TapefitError(
+                    f"{key}.{argument}: {name} takes no argument {argument!r}{hint}; it "
+                    f"takes {shown}"
+                )
+    missing = [n for n in required_arguments(target) if n not in set(given) | set(supplied)]
+    if missing:
+        raise TapefitError(
+            f"{key}: {name} needs {', '.join(missing)}: set "
+            + ", ".join(f"{key}.{n}=..." for n in missing)
+        )
+
+
+def target_arguments(node: Any, exclude: Iterable[str] = ()) -> dict[str, Any]:
+    """The keys of a `_target_` node that are the target's arguments (resolved, plain)."""
+    skipped = set(HYDRA_KEYS) | set(exclude)
+    plain = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    return {k: v for k, v in plain.items() if k not in skipped}
+
+
+def checked_target(node: Any, key: str, exclude: Iterable[str] = (), supplied=()) -> Callable:
+    """Import `node._target_` and check the node's arguments against its signature."""
+    target = locate(node["_target_"], f"{key}._target_")
+    if not callable(target):
+        raise TapefitError(f"{key}._target_={node['_target_']} is not callable")
+    check_arguments(target, target_arguments(node, exclude), key, supplied)
+    return target
+
+
+def instantiate(node: Any, key: str, exclude: Iterable[str] = (), **extra: Any) -> Any:
+    """Build `node` as Hydra's `instantiate` would, after the checks of `checked_target`;
+    `extra` are keyword arguments tapefit adds. An exception the target raises becomes one
+    line naming it."""
+    from hydra.utils import instantiate as hydra_instantiate
+
+    target = checked_target(node, key, exclude, supplied=extra)
+    arguments = {k: node[k] for k in node if k not in set(exclude) and k != "_target_"}
+    config = OmegaConf.create({"_target_": node["_target_"], **arguments})
+    try:
+        return hydra_instantiate(config, _convert_="all", **extra)
+    except TapefitError:
+        raise
+    except Exception as error:
+        cause = error.__cause__ or error
+        message = str(cause).splitlines()[0] if str(cause) else ""
+        raise TapefitError(
+            f"{key}: {getattr(target, '__qualname__', target)}(...) raised "
+            f"{type(cause).__name__}: {message}"
+        ) from error

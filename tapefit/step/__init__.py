@@ -1,0 +1,1 @@
+"""The tape step: `TapeModel`, the helpers and guards it runs, its telemetry, `gradcheck`."""

@@ -1,0 +1,76 @@
+"""`Model.compile`'s arguments from config: the optimizer (or several, by name), the loss and
+metrics of the `compile` section on top of the family's, and the tape step's policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from omegaconf import DictConfig
+
+from tapefit.config.targets import has_target, instantiate
+from tapefit.training.optimizers import build_optimizer
+from tapefit.training.runtime import jit_compile_argument
+
+
+def step_policies(cfg: Any) -> dict[str, Any]:
+    """TapeModel.compile's step options from `cfg.trainer` and `cfg.callbacks.step_telemetry`."""
+    telemetry = cfg.callbacks.step_telemetry
+    return {
+        "on_nonfinite": cfg.trainer.on_nonfinite,
+        "on_missing_gradients": cfg.trainer.on_missing_gradients,
+        "allow_missing_gradients": list(cfg.trainer.allow_missing_gradients),
+        "gradient_telemetry": (
+            "off" if not telemetry.enabled else "histograms" if telemetry.histograms else "norm"
+        ),
+    }
+
+
+def configured_optimizer(cfg: Any) -> Any:
+    """`cfg.optimizer`, or `{name: optimizer}` for every entry of `cfg.optimizers`."""
+    accumulate = cfg.trainer.gradient_accumulation_steps
+    if cfg.optimizers:
+        return {
+            name: build_optimizer(options, accumulate) for name, options in cfg.optimizers.items()
+        }
+    return build_optimizer(cfg.optimizer, accumulate)
+
+
+def keras_object(value: Any, key: str) -> Any:
+    """A Keras name as it is, or the object a `_target_` node builds."""
+    return instantiate(value, key) if has_target(value) else value
+
+
+def compile_objects(cfg: Any, family_arguments: dict[str, Any]) -> dict[str, Any]:
+    """The family's `loss`/`metrics`, with `compile.loss` replacing the loss and
+    `compile.metrics` added to the metrics."""
+    arguments = dict(family_arguments)
+    if cfg.compile.loss is not None:
+        arguments["loss"] = keras_object(cfg.compile.loss, "compile.loss")
+    extra = [keras_object(m, f"compile.metrics[{i}]") for i, m in enumerate(cfg.compile.metrics)]
+    if extra:
+        arguments["metrics"] = [*arguments.get("metrics", []), *extra]
+    return arguments
+
+
+def compile_model(model: keras.Model, cfg: Any, family_arguments: dict[str, Any]) -> None:
+    """Compile `model` as the config says (inside the strategy's scope, by the caller)."""
+    model.compile(
+        optimizer=configured_optimizer(cfg),
+        steps_per_execution=cfg.trainer.steps_per_execution,
+        jit_compile=jit_compile_argument(cfg.trainer.jit_compile),
+        run_eagerly=cfg.trainer.run_eagerly,
+        **step_policies(cfg),
+        **compile_objects(cfg, family_arguments),
+    )
+
+
+def metric_name(metric: Any) -> str:
+    """The name Keras logs a configured metric under: the string itself, or the object's name
+    (`name` if the config gives one, else the class's default)."""
+    if isinstance(metric, str):
+        return metric
+    if isinstance(metric, DictConfig | dict) and "name" in metric:
+        return str(metric["name"])
+    built = instantiate(metric, "compile.metrics")
+    return str(built.name)
