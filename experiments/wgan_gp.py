@@ -1,6 +1,8 @@
 """A WGAN-GP on 2-D toy data, written as user code: two optimizers, n_critic critic steps per
 generator step, a gradient penalty from a nested tape, and still `fit`, TensorBoard, History and
-`.keras` saving. Run: `python experiments/wgan_gp.py [run_dir] [epochs]`."""
+`.keras` saving. Run: `python experiments/wgan_gp.py [run_dir] [epochs]`, or through the CLI
+with `conf/experiment/wgan_gp.yaml` of a project that holds this file (README, "Your own
+model")."""
 
 import sys
 from pathlib import Path
@@ -18,6 +20,12 @@ def ring_of_gaussians(samples: int, seed: int = 0, modes: int = 8) -> np.ndarray
     angles = 2 * np.pi * rng.integers(0, modes, samples) / modes
     centres = 2.0 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
     return (centres + rng.normal(0, 0.05, (samples, 2))).astype("float32")
+
+
+def load_ring(samples: int = 4096, seed: int = 0) -> dict[str, np.ndarray]:
+    """The loader `python -m tapefit` calls (`data._target_: wgan_gp.load_ring`): training
+    points only; a GAN has no validation loss to select on."""
+    return {"train": ring_of_gaussians(samples, seed)}
 
 
 def mlp(units: int, outputs: int, name: str) -> keras.Sequential:

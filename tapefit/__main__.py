@@ -81,10 +81,8 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
         from tapefit.training.train import run
 
         metrics = run(cfg, output_dir)
-        print(
-            "test metrics: "
-            + ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if k.startswith("test_"))
-        )
+        tests = [f"{k}={v:.4f}" for k, v in metrics.items() if k.startswith("test_")]
+        print("test metrics: " + (", ".join(tests) or "none (the data has no test split)"))
         return metrics
     from tapefit.sweeps.tuning import search
 

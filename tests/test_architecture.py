@@ -2,18 +2,23 @@
 its own module and YAML only."""
 
 import ast
-from dataclasses import dataclass
+import importlib
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
-from types import SimpleNamespace
-from typing import ClassVar
 
-import keras
-import numpy as np
 import pytest
 
 import tapefit
-from tapefit.data.pipeline import make_pipeline
-from tapefit.families import FAMILIES, Dataset, Family, family_for, register
+from tapefit.config.validation import check_config
+from tapefit.families import (
+    ENTRY_POINT_GROUP,
+    FAMILIES,
+    family_for,
+    load_entry_point_families,
+)
 
 PACKAGE = Path(tapefit.__file__).resolve().parent
 
@@ -118,7 +123,19 @@ def test_models_losses_metrics_and_data_never_read_config():
             )
 
 
-# -- a third family, written as a user would: one module, its YAML, nothing else -------------
+# -- a third family, written as a user would: one module of theirs, its YAML, nothing else ----
+
+FAMILY_MODULE = """
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import ClassVar
+
+import keras
+import numpy as np
+
+import tapefit
+from tapefit.data.pipeline import make_pipeline
+from tapefit.families import Dataset, Family, register
 
 
 @dataclass
@@ -130,7 +147,7 @@ class LinearDataConfig:
 
 @dataclass
 class RegressorConfig:
-    name: str = "regressor"
+    name: str = "NAME"
     units: int = 1
 
 
@@ -148,10 +165,16 @@ def load_linear(options, seed):
     )
 
 
+def check_linear(options):
+    if options.samples < 64:
+        raise tapefit.TapefitError(f"data.samples={options.samples} must be at least 64")
+
+
+@register
 class RegressionFamily(Family):
-    name = "regressor"
+    name = "NAME"
     model_schema = RegressorConfig
-    datasets: ClassVar = {"linear": Dataset(LinearDataConfig, load_linear)}
+    datasets: ClassVar = {"linear": Dataset(LinearDataConfig, load_linear, check_linear)}
 
     def model(self, cfg, data):
         inputs = keras.Input((data.features,))
@@ -165,26 +188,41 @@ class RegressionFamily(Family):
 
     def default_objective(self, cfg):
         return "val_mae"
+"""
+
+
+def family_project(root: Path, name: str, with_schemas: bool) -> Path:
+    """A user folder with the family module `<name>_family.py` and its YAML under conf/."""
+    (root / f"{name}_family.py").write_text(FAMILY_MODULE.replace("NAME", name))
+    conf = root / "conf"
+    (conf / "model").mkdir(parents=True)
+    (conf / "data").mkdir()
+
+    def defaults(schema: str) -> str:
+        return f"defaults:\n  - {schema}_schema\n  - _self_\n" if with_schemas else ""
+
+    (conf / "model" / f"{name}.yaml").write_text(defaults(name) + f"name: {name}\n")
+    (conf / "data" / "linear.yaml").write_text(
+        defaults("linear") + "name: linear\nbatch_size: 16\n"
+    )
+    return conf
 
 
 @pytest.fixture
-def third_family(tmp_path):
-    conf = tmp_path / "conf"
-    (conf / "model").mkdir(parents=True)
-    (conf / "data").mkdir()
-    (conf / "model" / "regressor.yaml").write_text("defaults:\n  - regressor_schema\n  - _self_\n")
-    (conf / "data" / "linear.yaml").write_text(
-        "defaults:\n  - linear_schema\n  - _self_\nname: linear\nbatch_size: 16\n"
-    )
-    register(RegressionFamily)
-    yield conf
+def registered_family(tmp_path, monkeypatch):
+    conf = family_project(tmp_path, "regressor", with_schemas=True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("regressor_family")
+    yield conf, module
     FAMILIES.pop("regressor")
+    sys.modules.pop("regressor_family")
 
 
-def test_a_new_family_plugs_in_with_its_module_and_yaml_only(third_family, tmp_path):
+def test_a_new_family_plugs_in_with_its_module_and_yaml_only(registered_family, tmp_path):
+    conf, module = registered_family
     cfg = tapefit.compose(
         [
-            f"hydra.searchpath=[file://{third_family}]",
+            f"hydra.searchpath=[file://{conf}]",
             "model=regressor",
             "data=linear",
             "trainer.epochs=3",
@@ -192,11 +230,64 @@ def test_a_new_family_plugs_in_with_its_module_and_yaml_only(third_family, tmp_p
             "optimizer.learning_rate=0.05",
         ]
     )
-    assert isinstance(family_for(cfg), RegressionFamily) and cfg.data.batch_size == 16
+    assert isinstance(family_for(cfg), module.RegressionFamily) and cfg.data.batch_size == 16
     metrics = tapefit.run(cfg, tmp_path / "run")
     assert metrics["samples"]["train"] == 256 and metrics["epochs_run"] == 3
     history = (tmp_path / "run" / "history.json").read_text()
     assert '"val_mae"' in history and (tmp_path / "run" / "model.keras").is_file()
+    with pytest.raises(tapefit.TapefitError, match=r"data\.samples=8 must be at least 64"):
+        check_config(
+            tapefit.compose(
+                [
+                    f"hydra.searchpath=[file://{conf}]",
+                    "model=regressor",
+                    "data=linear",
+                    "data.samples=8",
+                ]
+            )
+        )
+
+
+def test_an_installed_packages_entry_point_registers_its_family(tmp_path, monkeypatch):
+    conf = family_project(tmp_path, "plugged", with_schemas=True)
+    dist = tmp_path / "plugged_family-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plugged-family\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nplugged = plugged_family\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        load_entry_point_families()
+        assert "plugged" in FAMILIES
+        cfg = tapefit.compose([f"hydra.searchpath=[file://{conf}]", "model=plugged", "data=linear"])
+        assert cfg.model.units == 1  # typed by the schema the entry point brought, at compose
+    finally:
+        FAMILIES.pop("plugged", None)
+        sys.modules.pop("plugged_family", None)
+
+
+def test_a_family_named_by_the_families_key_runs_from_the_cli(tmp_path):
+    family_project(tmp_path, "keyed", with_schemas=False)
+    common = ["--config-dir", "conf", "model=keyed", "data=linear", "families=[keyed_family]"]
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+
+    def cli(*overrides):
+        return subprocess.run(
+            [sys.executable, "-m", "tapefit", *common, "trainer.verbose=0", *overrides],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    result = cli("trainer.epochs=2", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["objective"] == "val_mae" and metrics["samples"]["train"] == 256
+    bad = cli("+model.unitz=2", f"hydra.run.dir={tmp_path / 'bad'}")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    errors = [line for line in bad.stderr.splitlines() if line.startswith("tapefit: error:")]
+    assert len(errors) == 1 and "model.unitz" in errors[0], bad.stderr[-2000:]
 
 
 def test_a_dataset_of_another_family_is_refused(compose):

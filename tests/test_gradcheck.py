@@ -33,30 +33,30 @@ def loop_and_branch(x, y):
     ],
 )
 def test_tutorial_gradients_and_finite_differences_agree(function, inputs, expected):
-    check = tapefit.step.gradcheck(function, *inputs)
+    check = tapefit.gradcheck(function, *inputs)
     np.testing.assert_allclose([float(g) for g in check.gradients], expected, rtol=1e-6)
     assert check.checked == len(inputs) and check.max_relative_error < 1e-7
 
 
 def test_a_persistent_tape_gives_each_output_its_gradient():
     # y = x^2 and z = y^2 at x = 3: dy/dx = 6, dz/dx = 108, from one (persistent) tape.
-    check = tapefit.step.gradcheck(lambda x: [x * x, (x * x) ** 2], 3.0)
+    check = tapefit.gradcheck(lambda x: [x * x, (x * x) ** 2], 3.0)
     assert [float(g[0]) for g in check.gradients] == [6.0, 108.0]
     assert check.max_relative_error < 1e-7
 
 
 def test_only_watched_inputs_get_gradients_without_watch_accessed_variables():
-    check = tapefit.step.gradcheck(
+    check = tapefit.gradcheck(
         lambda a, b: a * a + b * b, 2.0, 5.0, watch=[1], watch_accessed_variables=False
     )
     assert check.gradients[0] is None and float(check.gradients[1]) == 10.0
-    watched_all = tapefit.step.gradcheck(lambda a, b: a * a + b * b, 2.0, 5.0)
+    watched_all = tapefit.gradcheck(lambda a, b: a * a + b * b, 2.0, 5.0)
     assert [float(g) for g in watched_all.gradients] == [4.0, 10.0]
 
 
 def test_tensor_inputs_are_compared_entry_by_entry():
     matrix = np.random.default_rng(0).normal(size=(4, 3))
-    check = tapefit.step.gradcheck(lambda w: tf.reduce_sum(tf.tanh(w) ** 3), matrix, samples=5)
+    check = tapefit.gradcheck(lambda w: tf.reduce_sum(tf.tanh(w) ** 3), matrix, samples=5)
     assert check.gradients[0].shape == (4, 3) and check.checked == 5
     assert check.max_relative_error < 1e-7
 
@@ -68,7 +68,7 @@ def wrong_square(x):
 
 
 def test_a_wrong_gradient_is_caught():
-    check = tapefit.step.gradcheck(lambda x: tf.reduce_sum(wrong_square(x)), np.array([1.0, 2.0]))
+    check = tapefit.gradcheck(lambda x: tf.reduce_sum(wrong_square(x)), np.array([1.0, 2.0]))
     assert check.max_relative_error == pytest.approx(1 / 3, rel=1e-6)  # |3x - 2x| / 3x
 
 
@@ -98,7 +98,7 @@ def test_a_model_step_loss_is_checked_in_float64(compiled_loss):
     model = TapeModel(*_functional()) if compiled_loss else Smooth()
     model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
     model(x)
-    check = tapefit.step.gradcheck(model, (x, y), samples=4)
+    check = tapefit.gradcheck(model, (x, y), samples=4)
     sampled = sum(min(4, int(np.prod(v.shape))) for v in model.trainable_variables)
     assert check.unreached == {} and check.checked == sampled
     assert check.max_relative_error < 1e-6  # float64: far below float32's 1e-3

@@ -53,7 +53,7 @@ def test_every_encoder_variable_gets_a_gradient(pairs, encoder, loss):
     model = model_for(pairs, **encoder)
     model.compile(optimizer="adam", loss=loss)
     compare = encoder in ({}, {"pooling": "mean"})  # finite differences cost seconds each
-    check = tapefit.step.gradcheck(model, next(iter(dataset(pairs))), samples=2 if compare else 0)
+    check = tapefit.gradcheck(model, next(iter(dataset(pairs))), samples=2 if compare else 0)
     assert check.unreached == {}
     assert len(model.trainable_variables) >= 3
     if compare:
@@ -71,7 +71,7 @@ def test_gradcheck_reports_variables_the_loss_does_not_reach(pairs):
 
     model = Detached.from_texts(np.concatenate(pairs[:2]), sequence_length=16)
     model.compile(optimizer="adam", loss=CosineMSELoss())
-    problems = tapefit.step.gradcheck(model, next(iter(dataset(pairs)))).unreached
+    problems = tapefit.gradcheck(model, next(iter(dataset(pairs)))).unreached
     assert set(problems.values()) == {"none"} and len(problems) == 4
 
 

@@ -80,6 +80,8 @@ class OptimizerConfig:
     clipnorm: float | None = None  # clip each gradient to this norm
     global_clipnorm: float | None = None  # clip all gradients together to this global norm
     clipvalue: float | None = None  # clip every gradient element to [-clipvalue, clipvalue]
+    # Any other argument of the optimizer class, e.g. {beta_1: 0.5, beta_2: 0.9} for Adam.
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

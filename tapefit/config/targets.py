@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import pkgutil
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -67,6 +68,8 @@ def locate(path: str, key: str) -> Any:
         if not hasattr(target, attribute):
             owner = ".".join(parts[:depth])
             names = [n for n in dir(target) if not n.startswith("_")]
+            if hasattr(target, "__path__"):  # a package: its modules not yet imported too
+                names += [m.name for m in pkgutil.iter_modules(target.__path__)]
             close = difflib.get_close_matches(attribute, names, n=1)
             hint = f" (did you mean {owner}.{close[0]}?)" if close else ""
             raise TapefitError(f"{key}={path}: {owner} has no {attribute!r}{hint}")
@@ -92,6 +95,8 @@ def accepted_arguments(target: Callable) -> tuple[list[str], bool]:
     takes_kwargs = any(p.kind == p.VAR_KEYWORD for p in parameters)
     if takes_kwargs and inspect.isclass(target) and _is_keras_layer(target):
         return [*names, *(n for n in KERAS_BASE_ARGUMENTS if n not in names)], False
+    if takes_kwargs and getattr(target, "__module__", "").startswith("keras."):
+        return names, False  # Keras' own classes keep **kwargs only for legacy names
     return names, takes_kwargs
 
 

@@ -161,7 +161,8 @@ def typed_groups(cfg: Any) -> None:
             try:
                 typed = OmegaConf.merge(OmegaConf.structured(schema), cfg[group])
             except OmegaConfBaseException as error:
-                raise TapefitError(f"{group}: {str(error).splitlines()[0]}") from None
+                key = f"{group}.{error.key}" if getattr(error, "key", None) else group
+                raise TapefitError(f"{key}: {str(error).splitlines()[0]}") from None
             with open_dict(cfg):
                 cfg[group] = typed
 

@@ -20,7 +20,13 @@ import keras
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from tapefit.config.targets import accepted_arguments, checked_target, has_target, instantiate
+from tapefit.config.targets import (
+    accepted_arguments,
+    checked_target,
+    has_target,
+    instantiate,
+    locate,
+)
 from tapefit.data.splits import PipelineOptions, splits_from_loader
 from tapefit.errors import TapefitError
 from tapefit.families.base import FAMILIES, Dataset, Family
@@ -49,7 +55,8 @@ def data_options(data: Any) -> PipelineOptions:
     try:
         merged = OmegaConf.merge(OmegaConf.structured(TargetDataOptions), given)
     except OmegaConfBaseException as error:
-        raise TapefitError(f"data: {str(error).splitlines()[0]}") from None
+        key = f"data.{error.key}" if getattr(error, "key", None) else "data"
+        raise TapefitError(f"{key}: {str(error).splitlines()[0]}") from None
     options = PipelineOptions(**OmegaConf.to_container(merged))
     if options.batch_size < 1:
         raise TapefitError(f"data.batch_size={options.batch_size} must be at least 1")
@@ -113,12 +120,14 @@ class TargetFamily(Family):
         return {}  # loss and metrics come from the `compile` config section
 
     def check(self, cfg: Any) -> None:
-        target = checked_target(cfg.model, "model")
-        if inspect.isclass(target) and not issubclass(target, keras.Model):
+        target = locate(cfg.model._target_, "model._target_")
+        if inspect.isclass(target) and not issubclass(target, TapeModel):
             raise TapefitError(
-                f"model._target_={cfg.model._target_} is not a keras.Model class: name a "
-                "tapefit.TapeModel subclass (or a function that returns one)"
+                f"model._target_={cfg.model._target_} is not a tapefit.TapeModel subclass: "
+                "subclass tapefit.TapeModel instead of keras.Model (or name a function that "
+                "returns a TapeModel)"
             )
+        checked_target(cfg.model, "model")
 
     def check_data(self, cfg: Any) -> None:
         if has_target(cfg.data):

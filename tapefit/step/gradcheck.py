@@ -219,7 +219,7 @@ def gradcheck(
     Example:
 
     ```python
-    check = tapefit.step.gradcheck(lambda x: x**4, 3.0)
+    check = tapefit.gradcheck(lambda x: x**4, 3.0)
     check.gradients[0]          # 108.0
     check.max_relative_error    # ~1e-10
     ```

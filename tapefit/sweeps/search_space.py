@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from tapefit.config.schemas import ParamType
+from tapefit.config.targets import has_target
 from tapefit.errors import TapefitError
 
 _MISSING = object()
@@ -82,13 +83,18 @@ def apply_values(cfg: Any, values: dict[str, Any]) -> Any:
     """A copy of `cfg` with each dotted key set to its value (checked against the schema)."""
     trial = copy.deepcopy(cfg)
     for key, value in values.items():
-        if OmegaConf.select(trial, key, default=_MISSING) is _MISSING:
+        missing = OmegaConf.select(trial, key, default=_MISSING) is _MISSING
+        parent = OmegaConf.select(trial, key.rpartition(".")[0]) if "." in key else None
+        # An argument of a `_target_` object may be searched without being in its YAML: the
+        # run checks it against the target's signature.
+        addable = missing and has_target(parent)
+        if missing and not addable:
             raise TapefitError(
                 f"tune.space.{key}: {key} is not a config key; name an existing key "
                 "(python -m tapefit --cfg job lists them)"
             )
         try:
-            OmegaConf.update(trial, key, value, merge=False)
+            OmegaConf.update(trial, key, value, merge=False, force_add=addable)
         except OmegaConfBaseException as error:
             first_line = str(error).splitlines()[0]
             raise TapefitError(

@@ -270,7 +270,7 @@ def write_summary(runner: TrialRunner, final: bool) -> dict[str, Any]:
     best = pick(completed, key=lambda r: r["objective_value"])
     best_cfg = apply_values(runner.cfg, best["values"])
     best_cfg.tune.algorithm = TuneAlgorithm.none
-    command = best_command(runner.overrides, best["values"])
+    command = best_command(runner.overrides, best["values"], runner.cfg)
     atomic_write(
         runner.search_dir / "best_config.yaml",
         lambda file: file.write(
@@ -291,10 +291,16 @@ def write_summary(runner: TrialRunner, final: bool) -> dict[str, Any]:
     return summary
 
 
-def best_command(overrides: list[str], values: dict[str, Any]) -> str:
-    """The command that re-runs a trial as an ordinary run."""
+def best_command(overrides: list[str], values: dict[str, Any], cfg: Any = None) -> str:
+    """The command that re-runs a trial as an ordinary run; a searched argument of a
+    `_target_` object that the config does not list is added with `++`."""
     kept = [o for o in overrides if not o.lstrip("+~").startswith(HIDDEN_OVERRIDES)]
-    return " ".join(["python -m tapefit", *kept, *(override_text(k, v) for k, v in values.items())])
+
+    def setting(key: str, value: Any) -> str:
+        listed = cfg is None or OmegaConf.select(cfg, key, default=None) is not None
+        return override_text(key, value) if listed else "++" + override_text(key, value)
+
+    return " ".join(["python -m tapefit", *kept, *(setting(k, v) for k, v in values.items())])
 
 
 def copy_best(trial_dir: Path, best_dir: Path) -> None:

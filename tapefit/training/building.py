@@ -10,7 +10,6 @@ import keras
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
-from tapefit.step.tape_model import TapeModel
 
 
 def symbolic_batch(dataset: tf.data.Dataset) -> Any:
@@ -20,19 +19,19 @@ def symbolic_batch(dataset: tf.data.Dataset) -> Any:
     )
 
 
-def overrides(model: keras.Model, method: str) -> bool:
-    """Whether `model`'s class defines `method` itself rather than inheriting TapeModel's."""
-    return getattr(type(model), method) is not getattr(TapeModel, method)
-
-
 def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: str) -> None:
-    """Run the test step once symbolically so every layer is built, then check the model has
-    weights and a loss. `name` says which model in errors (`model._target_=...`)."""
+    """Run the test step once symbolically so every layer is built, then check that the model
+    has weights. `name` says which model in errors (`model._target_=...`)."""
     if not all(layer.built for layer in model._flatten_layers()):
         try:
             keras.src.backend.compute_output_spec(model.test_step, symbolic_batch(dataset))
-        except Exception as error:
+        except Exception as error:  # the user's step on this data: say so in one line
             first = str(error).splitlines()[0] if str(error) else ""
+            if "No loss to compute" in first:
+                raise TapefitError(
+                    f"{name} has no loss: set compile.loss (e.g. compile.loss=mse), return the "
+                    "loss from forward(), add it with add_loss(), or write train_step"
+                ) from None
             raise TapefitError(
                 f"{name}: its test step failed on a batch of the data's shape "
                 f"({type(error).__name__}: {first}); check that forward/call accept what the "
@@ -40,16 +39,15 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
             ) from None
     unbuilt = [layer.name for layer in model._flatten_layers(include_self=False) if not layer.built]
     if unbuilt or not model.weights:
-        what = f"layers {', '.join(unbuilt)} are" if unbuilt else "it has no weights: it is"
+        what = (
+            f"layer{'s' if len(unbuilt) > 1 else ''} {', '.join(unbuilt)} "
+            f"{'are' if len(unbuilt) > 1 else 'is'}"
+            if unbuilt
+            else "it has no weights: it is"
+        )
         raise TapefitError(
             f"{name}: {what} never built by the step, so its .keras file and checkpoints would "
-            "hold no weights; call every layer in forward/call, or build them in __init__ "
+            "miss those weights; call every layer in forward/call, or build it in __init__ "
             "(layer.build(shape))"
         )
     model.built = True  # every layer and weight exists: saving keeps them
-    custom_loss = any(overrides(model, m) for m in ("forward", "train_step", "compute_loss"))
-    if not custom_loss and model._compile_loss is None and not model.losses:
-        raise TapefitError(
-            f"{name} has no loss: set compile.loss (e.g. compile.loss=mse), or return the loss "
-            "from forward(), or write train_step"
-        )

@@ -9,6 +9,7 @@ import keras
 from omegaconf import DictConfig
 
 from tapefit.config.targets import has_target, instantiate
+from tapefit.errors import TapefitError
 from tapefit.training.optimizers import build_optimizer
 from tapefit.training.runtime import jit_compile_argument
 
@@ -36,9 +37,24 @@ def configured_optimizer(cfg: Any) -> Any:
     return build_optimizer(cfg.optimizer, accumulate)
 
 
-def keras_object(value: Any, key: str) -> Any:
-    """A Keras name as it is, or the object a `_target_` node builds."""
-    return instantiate(value, key) if has_target(value) else value
+COMPILE_ONLY_NAMES = ("accuracy", "acc", "crossentropy", "ce")  # names compile() resolves
+
+
+def keras_object(value: Any, key: str, kind: str) -> Any:
+    """A Keras name, checked to exist, or the object a `_target_` node builds."""
+    if has_target(value):
+        return instantiate(value, key)
+    if isinstance(value, str) and value not in COMPILE_ONLY_NAMES:
+        lookup = keras.losses.get if kind == "loss" else keras.metrics.get
+        try:
+            lookup(value)
+        except (ValueError, TypeError):
+            raise TapefitError(
+                f"{key}={value} is not a Keras {kind}: use a name such as "
+                f"{'mse, mae, binary_crossentropy' if kind == 'loss' else 'mae, accuracy, auc'}"
+                ", or a node with _target_"
+            ) from None
+    return value
 
 
 def compile_objects(cfg: Any, family_arguments: dict[str, Any]) -> dict[str, Any]:
@@ -46,8 +62,11 @@ def compile_objects(cfg: Any, family_arguments: dict[str, Any]) -> dict[str, Any
     `compile.metrics` added to the metrics."""
     arguments = dict(family_arguments)
     if cfg.compile.loss is not None:
-        arguments["loss"] = keras_object(cfg.compile.loss, "compile.loss")
-    extra = [keras_object(m, f"compile.metrics[{i}]") for i, m in enumerate(cfg.compile.metrics)]
+        arguments["loss"] = keras_object(cfg.compile.loss, "compile.loss", "loss")
+    extra = [
+        keras_object(m, f"compile.metrics[{i}]", "metric")
+        for i, m in enumerate(cfg.compile.metrics)
+    ]
     if extra:
         arguments["metrics"] = [*arguments.get("metrics", []), *extra]
     return arguments

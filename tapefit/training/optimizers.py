@@ -21,6 +21,7 @@ def build_optimizer(
     """
     options = {"learning_rate": cfg.learning_rate}
     options.update({key: cfg[key] for key in OPTIONAL_KEYS if cfg.get(key) is not None})
+    options.update(dict(cfg.get("options") or {}))
     if gradient_accumulation_steps is not None and gradient_accumulation_steps < 1:
         raise TapefitError(
             f"trainer.gradient_accumulation_steps={gradient_accumulation_steps} must be null "

@@ -347,7 +347,8 @@ def run_in(
     write_status(run_dir, "completed", objective=results["objective"])
     log.info(
         "completed: %s; objective %s=%s",
-        ", ".join(f"{k}={v:.4f}" for k, v in results.items() if k.startswith("test_")),
+        ", ".join(f"{k}={v:.4f}" for k, v in results.items() if k.startswith("test_"))
+        or "no test split",
         results["objective"],
         results["objective_value"],
     )

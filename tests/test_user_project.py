@@ -1,0 +1,336 @@
+"""A user's own model and loader, in a project outside tapefit, through every entry point of the
+real CLI: run, resume after SIGKILL, search, multirun, multi-worker launch, several optimizers,
+and one-line errors. The project's files and commands are read from the README's section
+"Your own model, from one file to a sweep", so the README and this test cannot drift apart."""
+
+import importlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from tests.helpers import REPO, scalar_tags
+
+SECTION = (REPO / "README.md").read_text().split("## Your own model, from one file to a sweep")[1]
+SECTION = SECTION.split("\n## ")[0]
+FILES = {
+    re.match(r"# (\S+?),? ", block.splitlines()[0] + " ").group(1): block
+    for block in re.findall(r"```(?:py|yaml)\n(.*?)```", SECTION, flags=re.S)
+    if re.match(r"# \S+\.(py|yaml)\b", block)
+}
+COMMANDS = [
+    line.split("  #")[0].strip()
+    for block in re.findall(r"```bash\n(.*?)```", SECTION, flags=re.S)
+    for line in block.splitlines()
+    if line.strip()
+]
+QUICK = ["trainer.verbose=0", "trainer.deterministic=true", "trainer.epochs=3"]
+
+KILL = '''
+import os
+import signal
+
+import keras
+
+
+class KillAtEpoch(keras.callbacks.Callback):
+    """SIGKILL this process at the end of epoch $KILL_AT_EPOCH (a crash, for the resume test)."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if os.environ.get("KILL_AT_EPOCH") == str(epoch + 1):
+            os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """The README's project files in a folder outside tapefit, plus a copy of the WGAN-GP."""
+    root = tmp_path_factory.mktemp("user_project")
+    for name, text in FILES.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text.split("\n", 1)[1])  # without the line naming the file
+    shutil.copy(REPO / "experiments" / "wgan_gp.py", root / "wgan_gp.py")
+    (root / "my_project" / "kill.py").write_text(KILL)
+    return root
+
+
+def command(index: int) -> list[str]:
+    """README command `index` as an argument list for this interpreter."""
+    words = shlex.split(COMMANDS[index])
+    if words[0] == "python":
+        return [sys.executable, *words[1:]]
+    return [str(Path(sys.executable).parent / words[0]), *words[1:]]
+
+
+def cli(project: Path, words: list[str], *extra: str, env=None, timeout=300):
+    """Run a command in the project's folder (tapefit importable, the project from the cwd)."""
+    environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    environment.update(env or {})
+    return subprocess.run(
+        [*words, *extra],
+        cwd=project,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_the_readme_gives_six_project_files_and_six_commands():
+    expected = {
+        "my_project/models.py",
+        "my_project/data.py",
+        "conf/model/regressor.yaml",
+        "conf/data/waves.yaml",
+        "conf/experiment/waves.yaml",
+        "conf/search_space/waves.yaml",
+        "conf/experiment/wgan_gp.yaml",
+    }
+    assert set(FILES) == expected
+    assert len(COMMANDS) == 6 and all("--config-dir conf" in c for c in COMMANDS)
+
+
+@pytest.fixture(scope="module")
+def waves_run(project):
+    run_dir = project / "outputs" / "waves" / "uninterrupted"
+    result = cli(project, command(0), *QUICK, f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir, result
+
+
+WAVES = pytest.mark.xdist_group("user_project_waves")  # one worker trains the shared run
+
+
+@WAVES
+def test_a_run_writes_the_complete_run_directory(waves_run):
+    run_dir, result = waves_run
+    for name in ("history.json", "history.csv", "metrics.json", "model.keras", "curves.png"):
+        assert (run_dir / name).is_file(), name
+    assert "run directory" in (run_dir / "tapefit.log").read_text()
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
+    resolved = (run_dir / ".hydra" / "config.yaml").read_text()
+    assert "_target_: my_project.models.SmoothRegressor" in resolved
+    history = json.loads((run_dir / "history.json").read_text())
+    # the model's own tracker (mse) and the configured metric (mae), for training and validation
+    assert set(history) == {"loss", "mae", "mse", "val_loss", "val_mae", "val_mse"}
+    assert history["val_loss"][-1] < history["val_loss"][0]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["objective"] == "val_loss" and metrics["objective_value"] == min(
+        history["val_loss"]
+    )
+    assert metrics["samples"] == {"train": 691, "val": 77, "test": 256}  # 10 % split off
+    assert {"test_loss", "test_mae", "test_mse"} <= set(metrics)
+    assert f"test_mse={metrics['test_mse']:.4f}" in result.stdout
+    validation = scalar_tags(run_dir / "tensorboard" / "validation")
+    np.testing.assert_allclose(validation["epoch_mse"], history["val_mse"], rtol=1e-6)
+
+
+@WAVES
+def test_the_saved_model_reloads_as_the_users_class(waves_run, project, monkeypatch):
+    run_dir, _ = waves_run
+    monkeypatch.syspath_prepend(str(project))
+    from my_project.data import load_waves
+    from my_project.models import SmoothRegressor
+
+    model = keras.models.load_model(run_dir / "model.keras")
+    assert isinstance(model, SmoothRegressor) and model.penalty == 0.1
+    x_test, y_test = load_waves(n_samples=1024, seed=0)["test"]
+    mse = float(np.mean((model.predict(x_test, verbose=0) - y_test) ** 2))
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert mse == pytest.approx(metrics["test_mse"], rel=1e-5)
+
+
+def test_groups_named_on_the_command_line_through_the_tapefit_script(project, tmp_path):
+    result = cli(
+        project, command(1), "trainer.epochs=1", "trainer.verbose=0", f"hydra.run.dir={tmp_path}"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["epochs_run"] == 1 and metrics["objective"] == "val_loss"
+
+
+@WAVES
+def test_resume_after_sigkill_equals_the_uninterrupted_run(waves_run, project):
+    baseline, _ = waves_run
+    words = command(2)
+    run_dir = project / "outputs" / "waves" / "first"
+    assert f"hydra.run.dir={run_dir.relative_to(project)}" in words
+    first = [w for w in words if not w.startswith(("resume=", "hydra.run.dir="))]
+    kill = ["+callbacks.extra.kill._target_=my_project.kill.KillAtEpoch"]
+    killed = cli(
+        project, first, *QUICK, *kill, f"hydra.run.dir={run_dir}", env={"KILL_AT_EPOCH": "2"}
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "running"
+    assert not (run_dir / "metrics.json").exists()
+    resumed = cli(project, words, *QUICK, *kill)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming" in (run_dir / "tapefit.log").read_text()
+    for a, b in zip(
+        keras.models.load_model(baseline / "model.keras").get_weights(),
+        keras.models.load_model(run_dir / "model.keras").get_weights(),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)
+    history = json.loads((run_dir / "history.json").read_text())
+    assert history == json.loads((baseline / "history.json").read_text())
+
+
+def test_a_search_over_the_users_arguments_and_its_rerun_command(project, tmp_path):
+    words = [w if w != "tune.max_trials=4" else "tune.max_trials=2" for w in command(3)]
+    result = cli(project, words, *QUICK[:2], "trainer.epochs=2", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = (tmp_path / "trials.csv").read_text().splitlines()
+    assert len(rows) == 3 and all(",completed," in row for row in rows[1:])
+    assert "model.units" in rows[0] and "data.noise" in rows[0]
+    summary = json.loads((tmp_path / "search.json").read_text())
+    rerun = summary["best_command"]
+    assert f"--config-dir {project / 'conf'}" in rerun and "++model.units=" in rerun
+    again = cli(project, [sys.executable, *shlex.split(rerun)[1:]], f"hydra.run.dir={tmp_path}/re")
+    assert again.returncode == 0, again.stderr[-3000:]
+    value = json.loads((tmp_path / "re" / "metrics.json").read_text())["objective_value"]
+    assert value == summary["best_value"]
+
+
+def test_a_hydra_multirun_of_the_users_model(project, tmp_path):
+    result = cli(
+        project, command(4), "trainer.epochs=1", "trainer.verbose=0", f"hydra.sweep.dir={tmp_path}"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for job in ("0", "1"):
+        assert json.loads((tmp_path / job / "metrics.json").read_text())["epochs_run"] == 1
+    rows = (tmp_path / "trials.csv").read_text().splitlines()
+    assert len(rows) == 3
+
+
+def test_two_workers_train_the_users_model(project, tmp_path):
+    result = cli(
+        project,
+        command(5),
+        "trainer.epochs=1",
+        "trainer.verbose=0",
+        f"hydra.run.dir={tmp_path}",
+        timeout=400,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    digests = set(re.findall(r"final weights digest: (\w+)", result.stdout + result.stderr))
+    assert len(digests) == 1
+    assert (tmp_path / "model.keras").is_file() and (tmp_path / "metrics.json").is_file()
+
+
+def test_several_optimizers_from_config_train_the_wgan_and_reload(project, tmp_path, monkeypatch):
+    result = cli(
+        project,
+        [sys.executable, "-m", "tapefit", "--config-dir", "conf"],
+        "experiment=wgan_gp",
+        "trainer.epochs=2",
+        "data.samples=1024",
+        "model.n_critic=2",
+        "trainer.verbose=0",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert set(history) == {"critic_loss", "generator_loss", "gradient_penalty"}
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["objective"] == "critic_loss" and "no test split" in result.stdout
+    monkeypatch.syspath_prepend(str(project))
+    importlib.import_module("wgan_gp")  # registers WGANGP with Keras, as a user's script would
+    model = keras.models.load_model(tmp_path / "model.keras")
+    steps = 2 * 1024 // 256
+    optimizers = model.optimizers
+    assert list(optimizers) == ["critic", "generator"]
+    assert int(optimizers["critic"].iterations) == steps * 2  # n_critic critic steps a step
+    assert int(optimizers["generator"].iterations) == steps
+    assert float(optimizers["critic"].beta_1) == 0.5
+    moments = [v for v in optimizers["generator"].variables if "momentum" in v.path]
+    assert moments and all(np.abs(np.asarray(v)).sum() > 0 for v in moments)
+
+
+ERRORS = [
+    (
+        ["+model.penlty=0.2"],
+        "model.penlty: SmoothRegressor takes no argument 'penlty' (did you mean model.penalty?)",
+    ),
+    (
+        ["+data.n_sample=10"],
+        "data.n_sample: load_waves takes no argument 'n_sample' (did you mean data.n_samples?)",
+    ),
+    (
+        ["model._target_=my_project.modles.SmoothRegressor"],
+        "my_project has no 'modles' (did you mean my_project.models?)",
+    ),
+    (["model._target_=nowhere.Net"], "no module named 'nowhere'; run from the folder that holds"),
+    (
+        ["model._target_=keras.layers.Dense", "~model.penalty"],
+        "is not a tapefit.TapeModel subclass",
+    ),
+    (["data._target_=my_project.bad.as_list"], "returned list, not a mapping of splits"),
+    (["data._target_=my_project.bad.ragged"], "holds arrays of different lengths [7, 8]"),
+    (
+        ["model._target_=my_project.bad.NeverBuilt", "~model.penalty", "compile.loss=mse"],
+        "layer unused is never built by the step",
+    ),
+    (["model._target_=my_project.bad.NoLoss", "~model.penalty"], "has no loss: set compile.loss"),
+    (["compile.loss=msee"], "compile.loss=msee is not a Keras loss"),
+    (
+        ["objective=val_accuracy"],
+        "objective=val_accuracy is never logged by this run: choose "
+        "one of loss, mae, mse, val_loss, val_mae, val_mse",
+    ),
+]
+
+BAD = """
+import keras
+import numpy as np
+import tensorflow as tf
+
+import tapefit
+
+
+def as_list(n_samples=8, seed=0):
+    return [1, 2, 3]
+
+
+def ragged(n_samples=8, seed=0):
+    return {"train": (np.zeros((8, 1)), np.zeros((7, 1)))}
+
+
+class NeverBuilt(tapefit.TapeModel):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.used = keras.layers.Dense(1)
+        self.unused = keras.layers.Dense(4, name="unused")
+
+    def call(self, x, training=False):
+        return self.used(x)
+
+
+class NoLoss(tapefit.TapeModel):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = keras.layers.Dense(1)
+
+    def call(self, x, training=False):
+        return self.dense(x)
+"""
+
+
+@pytest.mark.parametrize(("overrides", "message"), ERRORS, ids=[e[0][0] for e in ERRORS])
+def test_bad_user_configuration_is_one_line_before_training(project, tmp_path, overrides, message):
+    (project / "my_project" / "bad.py").write_text(BAD)
+    result = cli(project, command(0), "trainer.verbose=0", f"hydra.run.dir={tmp_path}", *overrides)
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("tapefit: error:")]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+    assert json.loads((tmp_path / "status.json").read_text())["state"] == "failed"
+    assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "history.json").exists()
