@@ -282,6 +282,14 @@ ERRORS = [
     (["model._target_=my_project.bad.NoLoss", "~model.penalty"], "has no loss: set compile.loss"),
     (["compile.loss=msee"], "compile.loss=msee is not a Keras loss"),
     (
+        [
+            "+callbacks.extra.plateau._target_=keras.callbacks.ReduceLROnPlateau",
+            "+callbacks.extra.plateau.patiense=2",
+        ],
+        "ReduceLROnPlateau takes no argument 'patiense' (did you mean "
+        "callbacks.extra.plateau.patience?)",
+    ),
+    (
         ["objective=val_accuracy"],
         "objective=val_accuracy is never logged by this run: choose "
         "one of loss, mae, mse, val_loss, val_mae, val_mse",

@@ -81,7 +81,9 @@ def splits_from_loader(returned: Any, loader: str, options: PipelineOptions, see
                 "which tapefit cannot split: return a 'validation' dataset too, or set "
                 "data.val_fraction=0 to train without validation"
             )
-        arrays["train"], arrays["val"] = _split_off(arrays["train"], options.val_fraction, seed)
+        arrays["train"], arrays["val"] = _split_off(
+            arrays["train"], options.val_fraction, seed, loader
+        )
     sizes = {name: _length(arrays[name]) for name in arrays}
     sizes.update({name: None for name in datasets})  # a dataset's sample count is unknown
     pipelines = _pipelines(arrays, datasets, options, seed)
@@ -147,13 +149,13 @@ def _length(arrays: Any) -> int:
     return len(tf.nest.flatten(arrays)[0])
 
 
-def _split_off(arrays: Any, fraction: float, seed: int) -> tuple[Any, Any]:
+def _split_off(arrays: Any, fraction: float, seed: int, loader: str) -> tuple[Any, Any]:
     """A seeded random `fraction` of the samples as validation, the rest as training."""
     count = _length(arrays)
     held = round(count * fraction)
     if held < 1 or held >= count:
         raise TapefitError(
-            f"data.val_fraction={fraction} of {count} training samples leaves "
+            f"{loader} returned {count} training samples: data.val_fraction={fraction} leaves "
             f"{'no validation' if held < 1 else 'no training'} samples: change it, or return "
             "a 'validation' split"
         )
