@@ -87,7 +87,7 @@ def test_mixed_bfloat16_trains_the_digits_classifier_past_90_percent(compose, tm
     assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
     model = keras.models.load_model(tmp_path / "model.keras")
     assert model.layers[1].compute_dtype == "bfloat16" or any(
-        layer.compute_dtype == "bfloat16" for layer in model.network.layers
+        layer.compute_dtype == "bfloat16" for layer in model.layers
     )
     assert model.predict(np.zeros((1, 8, 8, 1)), verbose=0).dtype == np.float32
     assert metrics["test_accuracy"] > 0.9

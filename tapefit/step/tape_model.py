@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import keras
 import tensorflow as tf
+from keras.src.utils import python_utils
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
@@ -86,24 +87,73 @@ class TapeModel(keras.Model):
     ```
     """
 
-    def __init__(self, *args: Any, network: keras.Model | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, functional_network: keras.Model | None = None, **kwargs: Any
+    ) -> None:
         if _has_functional_arguments(args, kwargs):
             inputs = args[0] if args else kwargs.pop("inputs")
             outputs = args[1] if len(args) > 1 else kwargs.pop("outputs")
             args = ()
-            # Wrap instead of becoming Functional: Keras would rewrite TapeModel's base classes.
-            network = keras.Model(inputs=inputs, outputs=outputs)
+            # Wrap instead of becoming Functional: Keras would rewrite TapeModel's base classes
+            # for good, and every subclassed TapeModel would then be a broken Functional. The
+            # functional attributes below reach through to the wrapped network.
+            functional_network = keras.Model(inputs=inputs, outputs=outputs)
         super().__init__(*args, **kwargs)
-        self.network = network
+        self._functional_network = functional_network
 
     def call(self, inputs: Any, training: bool | None = None) -> Any:
         """Run the wrapped functional network; subclasses define their own `call`."""
-        if self.network is None:
+        if self._functional_network is None:
             raise NotImplementedError(
                 f"{type(self).__name__} has no call(): define call() in the subclass "
                 "or pass inputs and outputs as for a functional keras.Model"
             )
-        return self.network(inputs, training=training)
+        return self._functional_network(inputs, training=training)
+
+    # -- the functional API of `TapeModel(inputs, outputs)` ---------------------------------
+    @property
+    def layers(self) -> list:
+        """The network's layers (for `TapeModel(inputs, outputs)`: the functional graph's)."""
+        if getattr(self, "_functional_network", None) is not None:
+            return self._functional_network.layers
+        return super().layers
+
+    @layers.setter
+    def layers(self, _: Any) -> None:
+        raise AttributeError("`Model.layers` is reserved: use another attribute name")
+
+    def _functional(self, attribute: str) -> Any:
+        network = getattr(self, "_functional_network", None)
+        if network is None:
+            raise AttributeError(
+                f"{type(self).__name__} is a subclassed model: {attribute} exists only for a "
+                "model built from inputs and outputs"
+            )
+        return getattr(network, attribute)
+
+    @property
+    def inputs(self) -> Any:
+        """The functional network's input tensors."""
+        return self._functional("inputs")
+
+    @property
+    def outputs(self) -> Any:
+        """The functional network's output tensors."""
+        return self._functional("outputs")
+
+    @property
+    def input(self) -> Any:
+        """As `keras.Model.input`; for `TapeModel(inputs, outputs)`, the network's."""
+        if getattr(self, "_functional_network", None) is not None:
+            return self._functional_network.input
+        return super().input
+
+    @property
+    def output(self) -> Any:
+        """As `keras.Model.output`; for `TapeModel(inputs, outputs)`, the network's."""
+        if getattr(self, "_functional_network", None) is not None:
+            return self._functional_network.output
+        return super().output
 
     # -- compile: several optimizers and the step's policies --------------------------------
     def compile(
@@ -198,6 +248,16 @@ class TapeModel(keras.Model):
     def compile_from_config(self, config: dict) -> None:
         """Recompile from a `.keras` file and build every optimizer on the variables it had,
         so all optimizer states reload."""
+        if type(self).compile is not TapeModel.compile:
+            # As Keras does for a custom compile(): its signature is the subclass's own, so
+            # the saved arguments may not fit it. The weights load; compile again by hand.
+            warnings.warn(
+                f"compile() was not called as part of loading {type(self).__name__} because "
+                "its compile() method is custom: override get_compile_config() and "
+                "compile_from_config(config) as well, or call compile() after loading",
+                stacklevel=2,
+            )
+            return
         config = dict(config)
         positions = config.pop("optimizer_variables", {})
         self.compile(**keras.saving.deserialize_keras_object(config))
@@ -233,7 +293,8 @@ class TapeModel(keras.Model):
         """
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         y_pred = self(x, training=training)
-        loss = self.compute_loss(
+        # Keras' wrapper: an override of compute_loss without `training` (Keras < 3.3) works
+        loss = self._compute_loss(
             x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
         )
         return StepOutput(loss, y, y_pred, sample_weight)
@@ -364,10 +425,23 @@ class TapeModel(keras.Model):
                 for part in (self._compile_metrics, self._compile_loss)
             )
             if unbuilt:
-                keras.src.backend.compute_output_spec(self.test_step, batch)
+                self.build_from_batch(batch)
             if self.optimizer is not None and not self.optimizer.built:
                 self.optimizer.build(self.trainable_variables)
             self._post_build()
+
+    def build_from_batch(self, batch: Any) -> None:
+        """Build every layer from a batch of `KerasTensor`s, without running anything: through
+        `test_step` (so a loss's own layers are built too), or, for a model whose own
+        `train_step` needs no compiled loss, through `call` on the batch's inputs."""
+        try:
+            keras.src.backend.compute_output_spec(self.test_step, batch)
+        except ValueError as error:
+            custom_step = type(self).train_step is not TapeModel.train_step
+            if "No loss to compute" not in str(error) or not custom_step:
+                raise
+            x = keras.utils.unpack_x_y_sample_weight(batch)[0]
+            keras.src.backend.compute_output_spec(lambda inputs: self(inputs), x)
 
     # Keras averages a multi-worker step's logs with `strategy.reduce("MEAN", value, axis=0)`,
     # which fails on a scalar: give scalars a leading axis (multi-worker runs only).
@@ -377,22 +451,26 @@ class TapeModel(keras.Model):
         return super()._make_function(step_function)
 
     # -- saving -----------------------------------------------------------------------------
+    # Marked as Keras' default get_config, so a subclass that does not write its own gets
+    # Keras' automatic config, and Keras' save-time refusal when its constructor took
+    # arguments it cannot serialise (instead of a file that cannot load).
+    @python_utils.default
     def get_config(self) -> dict:
-        """Serialise the wrapped network, or defer to Keras for subclasses."""
-        if self.network is None:
+        """Serialise the wrapped functional network, or defer to Keras for subclasses."""
+        if self._functional_network is None:
             return super().get_config()
         return {
             "name": self.name,
             "trainable": self.trainable,
-            "network": keras.saving.serialize_keras_object(self.network),
+            "functional_network": keras.saving.serialize_keras_object(self._functional_network),
         }
 
     @classmethod
     def from_config(cls, config: dict, custom_objects: dict | None = None) -> TapeModel:
         """Rebuild a wrapped functional network; subclasses get their config as kwargs."""
-        if "network" in config:
+        if "functional_network" in config:
             config = dict(config)
-            config["network"] = keras.saving.deserialize_keras_object(
-                config["network"], custom_objects=custom_objects
+            config["functional_network"] = keras.saving.deserialize_keras_object(
+                config["functional_network"], custom_objects=custom_objects
             )
         return cls(**config)

@@ -24,7 +24,7 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
     has weights. `name` says which model in errors (`model._target_=...`)."""
     if not all(layer.built for layer in model._flatten_layers()):
         try:
-            keras.src.backend.compute_output_spec(model.test_step, symbolic_batch(dataset))
+            model.build_from_batch(symbolic_batch(dataset))
         except Exception as error:  # the user's step on this data: say so in one line
             first = str(error).splitlines()[0] if str(error) else ""
             if "No loss to compute" in first:
