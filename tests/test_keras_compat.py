@@ -273,3 +273,14 @@ def test_a_custom_compile_reloads_with_keras_warning(tmp_path):
     with pytest.warns(UserWarning, match="compile\\(\\) was not called as part of loading"):
         reloaded = keras.models.load_model(tmp_path / "model.keras")
     np.testing.assert_array_equal(reloaded.predict(X, verbose=0), model.predict(X, verbose=0))
+
+
+def test_the_run_directory_refuses_an_unloadable_model_in_one_line(tmp_path):
+    from tapefit.errors import TapefitError
+    from tapefit.training.outputs import save_model
+
+    model, _ = train(tapefit.TapeModel, "distiller")  # sub-models in the constructor
+    with pytest.raises(TapefitError, match=r"Distiller cannot be saved to \.keras") as error:
+        save_model(model, tmp_path / "model.keras")
+    assert "get_config()" in str(error.value) and "\n" not in str(error.value)
+    assert list(tmp_path.iterdir()) == []  # nothing half-written

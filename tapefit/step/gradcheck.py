@@ -149,13 +149,22 @@ def _float64_clone(model: TapeModel, batch: Any) -> TapeModel:
                 f"gradcheck rebuilds {type(model).__name__} in float64 from get_config() and "
                 f"that failed ({error}): give the model a complete get_config"
             ) from error
-        if not clone.built:
-            x = keras.utils.unpack_x_y_sample_weight(batch)[0]
-            clone(x, training=False)
         loss = model.loss
         if isinstance(loss, keras.losses.Loss):
             loss = keras.losses.deserialize(keras.losses.serialize(loss))
         clone.compile(optimizer="sgd", loss=loss)
+        if not all(layer.built for layer in clone._flatten_layers()):
+            # through the step, whatever it feeds the model (not only call's inputs)
+            clone.build_from_batch(
+                tf.nest.map_structure(
+                    lambda t: (
+                        keras.KerasTensor(tf.convert_to_tensor(t).shape, "float64")
+                        if tf.as_dtype(tf.convert_to_tensor(t).dtype).is_floating
+                        else keras.KerasTensor(t.shape, tf.convert_to_tensor(t).dtype.name)
+                    ),
+                    batch,
+                )
+            )
     if any(v.dtype != "float64" for v in clone.trainable_variables):
         raise TapefitError(
             f"gradcheck could not rebuild {type(model).__name__} in float64 (a layer fixes its "

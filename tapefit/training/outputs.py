@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from tapefit.errors import TapefitError
+
 
 def to_builtin(value: Any) -> Any:
     """NumPy/TensorFlow scalars and arrays -> plain Python (NaN/inf -> None) for JSON."""
@@ -60,10 +62,28 @@ def atomic_write(path: Path, write: Any, mode: str = "w") -> Path:
 
 
 def save_model(model: Any, path: Path) -> Path:
-    """`model.save` through a temporary `.keras` name, so a crash never leaves a broken file."""
+    """`model.save` through a temporary `.keras` name, so a crash never leaves a broken file;
+    a model Keras refuses to serialise is a one-line error, and nothing is written."""
+    check_saveable(model)
     with atomic_path(path, suffix=".keras") as temporary:
         model.save(temporary)
     return path
+
+
+def check_saveable(model: Any) -> None:
+    """Refuse, as Keras does at save time, a model whose `get_config` cannot rebuild it: its
+    constructor took values Keras cannot serialise (sub-models, tensors) and it has no
+    `get_config` of its own."""
+    try:
+        model.get_config()
+    except NotImplementedError:
+        name = type(model).__name__
+        raise TapefitError(
+            f"{name} cannot be saved to .keras: its constructor took values Keras cannot "
+            f"serialise (sub-models, arrays) and it has no get_config(); give {name} a "
+            "get_config() that returns its constructor's arguments (and a from_config() that "
+            "rebuilds sub-models), or set trainer.save_model=false"
+        ) from None
 
 
 def weights_digest(model: Any) -> str:

@@ -42,7 +42,14 @@ from tapefit.training.lifecycle import (
     write_status,
 )
 from tapefit.training.objective import objective_name, objective_value
-from tapefit.training.outputs import plot_curves, save_model, to_builtin, weights_digest, write_json
+from tapefit.training.outputs import (
+    check_saveable,
+    plot_curves,
+    save_model,
+    to_builtin,
+    weights_digest,
+    write_json,
+)
 from tapefit.training.resume import (
     check_same_config,
     config_snapshot,
@@ -102,6 +109,8 @@ def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.
         compile_model(model, cfg, family.compile_arguments(cfg, data))
         if has_target(cfg.model):
             build_before_training(model, data.train, f"model._target_={cfg.model._target_}")
+            if cfg.trainer.save_model:
+                check_saveable(model)  # refused now, not after training
     check_logged_names(cfg, model, validation=data.val is not None)
     return model
 
