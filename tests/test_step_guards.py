@@ -171,7 +171,7 @@ def test_loss_scale_skips_are_not_counted_twice(policy, counted):
         optimizer=keras.optimizers.SGD(0.1), on_nonfinite="skip", allow_missing_gradients=["*"]
     )
     model.fit(X, Y, batch_size=32, epochs=1, verbose=0, shuffle=False)
-    assert int(model.step_state.skipped_steps.numpy()) == counted
+    assert int(model._step_state.skipped_steps.numpy()) == counted
     if policy == "mixed_float16":
         # The LossScaleOptimizer skipped all three steps itself and halved its scale each time.
         assert float(model.optimizer.dynamic_scale.numpy()) == 2.0**15 / 8

@@ -17,7 +17,7 @@ TELEMETRY_FIELDS = ("step", "gradient_norm", "learning_rate", "loss_scale", "ski
 
 
 def _step_state(model: keras.Model) -> Any:
-    state = getattr(model, "step_state", None)
+    state = getattr(model, "_step_state", None)
     if state is None:
         raise TapefitError(
             f"{type(model).__name__} records no step state: step callbacks need a "
@@ -48,7 +48,7 @@ class StepTelemetry(keras.callbacks.Callback):
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         state = _step_state(self.model)
-        if self.model.gradient_telemetry == GradientTelemetry.off:
+        if self.model._gradient_telemetry == GradientTelemetry.off:
             raise TapefitError(
                 "StepTelemetry needs the model compiled with gradient_telemetry='norm' or "
                 "'histograms'"
@@ -124,7 +124,7 @@ class NonFiniteGuard(keras.callbacks.Callback):
         self.skipped_at_epoch_start = int(self.state.skipped_steps.numpy())
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        if self.model.on_nonfinite.value != "stop":
+        if self.model._on_nonfinite.value != "stop":
             return
         if int(self.state.skipped_steps.numpy()) > self.skipped_at_epoch_start:
             step = int(self.state.first_skipped_step.numpy()) + 1
@@ -136,7 +136,7 @@ class NonFiniteGuard(keras.callbacks.Callback):
             )
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        if logs is not None and self.model.on_nonfinite.value == "skip":
+        if logs is not None and self.model._on_nonfinite.value == "skip":
             logs["skipped_steps"] = int(self.state.skipped_steps.numpy()) - (
                 self.skipped_at_epoch_start
             )

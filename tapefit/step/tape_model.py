@@ -22,6 +22,12 @@ from keras.src.utils import python_utils
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
+from tapefit.step.constructor_config import (
+    ConstructorArguments,
+    captured_arguments,
+    deserialized,
+    serialized,
+)
 from tapefit.step.tools import (
     GradientTelemetry,
     OnMissingGradients,
@@ -86,6 +92,20 @@ class TapeModel(keras.Model):
     model.fit(x, y, epochs=2)
     ```
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TapeModel:
+        """Keras' `__new__`, plus the constructor's Keras-object arguments, which Keras'
+        automatic config cannot save (see `get_config`)."""
+        instance = super().__new__(cls, *args, **kwargs)
+        if cls.__init__ is not TapeModel.__init__:  # a subclass with a constructor of its own
+            # as Keras stores its auto-config; wrapped so that Keras does not track the
+            # sub-models a second time
+            instance._lock = False
+            instance._constructor_arguments = ConstructorArguments(
+                captured_arguments(cls, args, kwargs)
+            )
+            instance._lock = True
+        return instance
 
     def __init__(
         self, *args: Any, functional_network: keras.Model | None = None, **kwargs: Any
@@ -189,30 +209,37 @@ class TapeModel(keras.Model):
                 for name, o in extra.items()
             }
         self._optimizer_names = names
-        self.extra_optimizers = extra
-        self.on_missing_gradients = parse_choice(
+        self._extra_optimizers = extra
+        self._on_missing_gradients = parse_choice(
             OnMissingGradients, on_missing_gradients, "on_missing_gradients"
         )
-        self.allow_missing_gradients = [str(pattern) for pattern in allow_missing_gradients]
-        self.on_nonfinite = parse_choice(OnNonFinite, on_nonfinite, "on_nonfinite")
-        self.gradient_telemetry = parse_choice(
+        self._allow_missing_gradients = [str(pattern) for pattern in allow_missing_gradients]
+        self._on_nonfinite = parse_choice(OnNonFinite, on_nonfinite, "on_nonfinite")
+        self._gradient_telemetry = parse_choice(
             GradientTelemetry, gradient_telemetry, "gradient_telemetry"
         )
-        keep = self.gradient_telemetry == GradientTelemetry.histograms
-        self.step_state = StepState(self.trainable_variables if keep else (), keep_gradients=keep)
+        keep = self._gradient_telemetry == GradientTelemetry.histograms
+        self._step_state = StepState(self.trainable_variables if keep else (), keep_gradients=keep)
         self._compile_config.config.update(
             optimizer=named if len(named) > 1 else named[names[0]],
-            on_missing_gradients=self.on_missing_gradients.value,
-            allow_missing_gradients=self.allow_missing_gradients,
-            on_nonfinite=self.on_nonfinite.value,
-            gradient_telemetry=self.gradient_telemetry.value,
+            on_missing_gradients=self._on_missing_gradients.value,
+            allow_missing_gradients=self._allow_missing_gradients,
+            on_nonfinite=self._on_nonfinite.value,
+            gradient_telemetry=self._gradient_telemetry.value,
         )
 
     @property
     def optimizers(self) -> dict[str, keras.optimizers.Optimizer]:
         """Every optimizer by name (`{"optimizer": self.optimizer}` for a single one)."""
         names = getattr(self, "_optimizer_names", ["optimizer"])
-        return {names[0]: self.optimizer, **getattr(self, "extra_optimizers", {})}
+        return {names[0]: self.optimizer, **getattr(self, "_extra_optimizers", {})}
+
+    @optimizers.setter
+    def optimizers(self, _: Any) -> None:
+        raise TapefitError(
+            f"{type(self).__name__}.optimizers is TapeModel's (every optimizer by name, set by "
+            "compile(optimizer={...})): give your attribute another name"
+        )
 
     def get_optimizer(self, name: str | None = None) -> keras.optimizers.Optimizer:
         """The optimizer called `name` (`None`: `self.optimizer`)."""
@@ -306,7 +333,7 @@ class TapeModel(keras.Model):
         if self._loss_tracker is None:
             return
         weight = batch_size_of(x)
-        if getattr(self, "on_nonfinite", OnNonFinite.ignore) != OnNonFinite.ignore:
+        if getattr(self, "_on_nonfinite", OnNonFinite.ignore) != OnNonFinite.ignore:
             finite = tf.math.is_finite(loss)
             loss = tf.where(finite, loss, tf.zeros_like(loss))
             weight = weight * tf.cast(finite, weight.dtype)
@@ -357,14 +384,14 @@ class TapeModel(keras.Model):
     def _apply(
         self, gradients: list, variables: list, name: str | None, scale: Any, loss_finite: Any
     ) -> None:
-        policy = getattr(self, "on_missing_gradients", OnMissingGradients.error)
-        allowed = getattr(self, "allow_missing_gradients", [])
+        policy = getattr(self, "_on_missing_gradients", OnMissingGradients.error)
+        allowed = getattr(self, "_allow_missing_gradients", [])
         gradients, variables = drop_missing_gradients(gradients, variables, policy, allowed)
         optimizer = self.get_optimizer(name)
-        state: StepState | None = getattr(self, "step_state", None)
-        if state is not None and self.gradient_telemetry != GradientTelemetry.off:
+        state: StepState | None = getattr(self, "_step_state", None)
+        if state is not None and self._gradient_telemetry != GradientTelemetry.off:
             state.record_gradients(gradients, variables, scale)
-        guard = getattr(self, "on_nonfinite", OnNonFinite.ignore)
+        guard = getattr(self, "_on_nonfinite", OnNonFinite.ignore)
         if guard == OnNonFinite.ignore or state is None:
             optimizer.apply(gradients, variables)
             return
@@ -456,7 +483,12 @@ class TapeModel(keras.Model):
     # arguments it cannot serialise (instead of a file that cannot load).
     @python_utils.default
     def get_config(self) -> dict:
-        """Serialise the wrapped functional network, or defer to Keras for subclasses."""
+        """Serialise the wrapped functional network, or defer to Keras for subclasses; a
+        subclass without a get_config whose constructor took sub-models or layers gets them
+        serialised (where Keras would refuse to save)."""
+        captured = getattr(getattr(self, "_constructor_arguments", None), "values", None)
+        if captured is not None and python_utils.is_default(self.get_config):
+            return {"name": self.name, "trainable": self.trainable, **serialized(captured)}
         if self._functional_network is None:
             return super().get_config()
         return {
@@ -468,8 +500,8 @@ class TapeModel(keras.Model):
     @classmethod
     def from_config(cls, config: dict, custom_objects: dict | None = None) -> TapeModel:
         """Rebuild a wrapped functional network; subclasses get their config as kwargs."""
+        config = deserialized(config, custom_objects)
         if "functional_network" in config:
-            config = dict(config)
             config["functional_network"] = keras.saving.deserialize_keras_object(
                 config["functional_network"], custom_objects=custom_objects
             )
