@@ -87,6 +87,69 @@ def custom_compile(base):
     return model
 
 
+def gan(base):
+    """Keras' GAN example, shrunk: compile(d_optimizer, g_optimizer, loss_fn), two tapes."""
+
+    @keras.saving.register_keras_serializable(package=f"compat_{base.__name__}")
+    class GAN(base):
+        def __init__(self, latent_dim=3, **kwargs):
+            super().__init__(**kwargs)
+            self.latent_dim = latent_dim
+            self.generator = keras.Sequential(
+                [keras.Input((latent_dim,)), keras.layers.Dense(4), keras.layers.Dense(3)]
+            )
+            self.discriminator = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+            self.seed_generator = keras.random.SeedGenerator(1)
+            self.d_loss_tracker = keras.metrics.Mean(name="d_loss")
+            self.g_loss_tracker = keras.metrics.Mean(name="g_loss")
+
+        def call(self, z, training=False):
+            return self.generator(z, training=training)
+
+        def compile(self, d_optimizer, g_optimizer, loss_fn):
+            super().compile()
+            self.d_optimizer, self.g_optimizer, self.loss_fn = d_optimizer, g_optimizer, loss_fn
+
+        @property
+        def metrics(self):
+            return [self.d_loss_tracker, self.g_loss_tracker]
+
+        def train_step(self, data):
+            real = data[0] if isinstance(data, tuple) else data
+            batch = tf.shape(real)[0]
+            z = keras.random.normal((batch, self.latent_dim), seed=self.seed_generator)
+            images = tf.concat([self.generator(z), real], axis=0)
+            labels = tf.concat([tf.ones((batch, 1)), tf.zeros((batch, 1))], axis=0)
+            with tf.GradientTape() as tape:
+                d_loss = self.loss_fn(labels, self.discriminator(images))
+            weights = self.discriminator.trainable_weights
+            self.d_optimizer.apply_gradients(
+                zip(tape.gradient(d_loss, weights), weights, strict=True)
+            )
+            z = keras.random.normal((batch, self.latent_dim), seed=self.seed_generator)
+            with tf.GradientTape() as tape:
+                fooled = self.discriminator(self.generator(z))
+                g_loss = self.loss_fn(tf.zeros((batch, 1)), fooled)
+            weights = self.generator.trainable_weights
+            self.g_optimizer.apply_gradients(
+                zip(tape.gradient(g_loss, weights), weights, strict=True)
+            )
+            self.d_loss_tracker.update_state(d_loss)
+            self.g_loss_tracker.update_state(g_loss)
+            return {"d_loss": self.d_loss_tracker.result(), "g_loss": self.g_loss_tracker.result()}
+
+        def get_config(self):
+            return {**super().get_config(), "latent_dim": self.latent_dim}
+
+    model = GAN()
+    model.compile(
+        keras.optimizers.Adam(1e-3),
+        keras.optimizers.Adam(1e-3),
+        keras.losses.BinaryCrossentropy(from_logits=True),
+    )
+    return model
+
+
 def add_loss_model(base):
     """A regulariser added with add_loss inside call(), plus a compiled loss."""
 
@@ -199,6 +262,7 @@ def scaled(base):
 PATTERNS = {
     "distiller": (distiller, {}),
     "custom_compile": (custom_compile, {}),
+    "gan": (gan, {}),
     "add_loss": (add_loss_model, {}),
     "metrics_and_test_step": (custom_metrics_and_test_step, {"validation": True}),
     "functional_subclass": (functional_subclass, {}),
@@ -265,8 +329,8 @@ THROUGH_THE_STEP = (
 
 @pytest.mark.parametrize("pattern", list(PATTERNS))
 def test_under_mirrored_strategy(pattern, mirrored_strategy):
-    tape, tape_history = train(tapefit.TapeModel, pattern, mirrored_strategy)
     if pattern in THROUGH_THE_STEP:
+        tape, tape_history = train(tapefit.TapeModel, pattern, mirrored_strategy)
         reference, reference_history = train(tapefit.TapeModel, pattern)
         tolerance = {"rtol": 1e-5, "atol": 1e-6}
     else:
@@ -274,9 +338,17 @@ def test_under_mirrored_strategy(pattern, mirrored_strategy):
             reference, reference_history = train(keras.Model, pattern, mirrored_strategy)
         except ValueError as error:
             assert "No loss to compute" in str(error)
+            _, tape_history = train(tapefit.TapeModel, pattern, mirrored_strategy)
             losses = next(iter(tape_history.values()))
-            assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+            assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]  # TapeModel trains
             return
+        except tf.errors.InvalidArgumentError:
+            # Keras' GAN example builds its own optimizers inside the replicated step, which
+            # TensorFlow refuses; plain Keras and TapeModel fail alike (build them beforehand)
+            with pytest.raises(tf.errors.InvalidArgumentError):
+                train(tapefit.TapeModel, pattern, mirrored_strategy)
+            return
+        tape, tape_history = train(tapefit.TapeModel, pattern, mirrored_strategy)
         tolerance = {"rtol": 0, "atol": 0}
     for key, values in reference_history.items():
         np.testing.assert_allclose(tape_history[key], values, **tolerance)
