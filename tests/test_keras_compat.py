@@ -406,3 +406,47 @@ def test_a_functional_subclass_reaches_its_layers_by_name():
             None,
             4,
         )
+
+
+def encoder_step(base):
+    """A train_step that uses a layer directly and never calls self(x)."""
+
+    @keras.saving.register_keras_serializable(package=f"compat_{base.__name__}")
+    class EncoderStep(base):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.encoder = keras.layers.Dense(1)
+
+        def call(self, x, training=False):
+            return self.encoder(x)
+
+        def train_step(self, data):
+            x, y = data
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(self.encoder(x) - y))
+            grads = tape.gradient(loss, self.trainable_weights)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_weights, strict=True))
+            return {"loss": loss}
+
+    model = EncoderStep()
+    model.compile(optimizer=keras.optimizers.SGD(0.05))
+    return model
+
+
+def test_a_model_its_step_built_without_calling_it_saves_its_weights(tmp_path):
+    """Keras saves such a model unbuilt, without its weights (a warning only); TapeModel marks
+    it built once its step has built every layer, so the file reloads."""
+    PATTERNS["encoder_step"] = (encoder_step, {})
+    try:
+        control, control_history = train(keras.Model, "encoder_step")
+        tape, tape_history = train(tapefit.TapeModel, "encoder_step")
+    finally:
+        PATTERNS.pop("encoder_step")
+    assert tape_history == control_history and not control.built and tape.built
+    for model, name in ((control, "control"), (tape, "tape")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.save(tmp_path / f"{name}.keras")
+            reloaded = keras.models.load_model(tmp_path / f"{name}.keras")
+        same = np.array_equal(reloaded.predict(X, verbose=0), model.predict(X, verbose=0))
+        assert same == (name == "tape")

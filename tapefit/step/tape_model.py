@@ -475,7 +475,25 @@ class TapeModel(keras.Model):
     def _make_function(self, step_function: Any) -> Any:
         if in_multi_worker_mode(getattr(self, "_distribute_strategy", None)):
             step_function = with_leading_axis(step_function)  # the mean over axis 0 works
-        return super()._make_function(step_function)
+        return super()._make_function(self._marking_built(step_function))
+
+    def _marking_built(self, step_function: Any) -> Any:
+        """`step_function`, after which (once, when it is traced) a model whose step built
+        every layer without calling `self(x)` counts as built: Keras would otherwise save it
+        without its weights, with only a warning."""
+
+        def step(data: Any) -> Any:
+            outputs = step_function(data)
+            if not self.built and self.weights:
+                layers = self._flatten_layers(include_self=False)
+                if all(layer.built for layer in layers):
+                    self.built = True
+                    x = keras.utils.unpack_x_y_sample_weight(data)[0]
+                    if isinstance(x, tf.Tensor):  # so a reloaded model builds from call(x)
+                        self._build_shapes_dict = {"input_shape": (None, *x.shape[1:])}
+            return outputs
+
+        return step
 
     # -- saving -----------------------------------------------------------------------------
     # Marked as Keras' default get_config, so a subclass that does not write its own gets
