@@ -38,6 +38,7 @@ LAYERS = [
         "training.objective",
         "training.outputs",
         "training.checkpoints",
+        "training.callback_state",
         "training.compiling",
         "training.building",
         "sweeps.search_space",

@@ -342,3 +342,78 @@ def test_bad_user_configuration_is_one_line_before_training(project, tmp_path, o
     assert "Traceback" not in result.stderr
     assert json.loads((tmp_path / "status.json").read_text())["state"] == "failed"
     assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "history.json").exists()
+
+
+NOISY = '''
+import keras
+import tensorflow as tf
+
+import tapefit
+
+
+@keras.saving.register_keras_serializable(package="my_project")
+class Noisy(tapefit.TapeModel):
+    """Input noise in the step, drawn from a SeedGenerator, a tf.random.Generator, or
+    tf.random.normal's global seed."""
+
+    def __init__(self, source="keras", **kwargs):
+        super().__init__(**kwargs)
+        self.source = source
+        self.dense = keras.layers.Dense(1)
+        self.seed_generator = keras.random.SeedGenerator(3)
+        self.generator = tf.random.Generator.from_seed(3)
+
+    def call(self, x, training=False):
+        return self.dense(x)
+
+    def forward(self, data, training):
+        x, y = data
+        if self.source == "keras":
+            noise = keras.random.normal(tf.shape(x), stddev=0.3, seed=self.seed_generator)
+        elif self.source == "generator":
+            noise = self.generator.normal(tf.shape(x), stddev=0.3)
+        else:
+            noise = tf.random.normal(tf.shape(x), stddev=0.3)
+        y_pred = self(x + noise, training=training)
+        return tapefit.StepOutput(tf.reduce_mean(tf.square(y - y_pred)), y, y_pred)
+
+    def get_config(self):
+        return {**super().get_config(), "source": self.source}
+'''
+
+
+@pytest.mark.parametrize("source", ["keras", "generator"])
+def test_random_draws_in_the_step_resume_exactly(project, tmp_path, source):
+    (project / "my_project" / "noisy.py").write_text(NOISY)
+    model = ["model._target_=my_project.noisy.Noisy", "~model.penalty", f"+model.source={source}"]
+    kill = ["+callbacks.extra.kill._target_=my_project.kill.KillAtEpoch"]
+    settings = [*model, *kill, *QUICK]
+    whole = cli(project, command(0), *settings, f"hydra.run.dir={tmp_path / 'whole'}")
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    run_dir = f"hydra.run.dir={tmp_path / 'cut'}"
+    killed = cli(project, command(0), *settings, run_dir, env={"KILL_AT_EPOCH": "2"})
+    assert killed.returncode == -9
+    resumed = cli(project, command(0), *settings, run_dir, "resume=true")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    history = json.loads((tmp_path / "cut" / "history.json").read_text())
+    assert history == json.loads((tmp_path / "whole" / "history.json").read_text())
+    assert "global-seeded" not in (tmp_path / "whole" / "tapefit.log").read_text()
+
+
+def test_global_seeded_random_ops_are_named_at_the_first_checkpoint(project, tmp_path):
+    (project / "my_project" / "noisy.py").write_text(NOISY)
+    result = cli(
+        project,
+        command(0),
+        "model._target_=my_project.noisy.Noisy",
+        "~model.penalty",
+        "+model.source=global",
+        "trainer.epochs=2",
+        "trainer.verbose=0",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = (tmp_path / "tapefit.log").read_text()
+    warning = [line for line in log.splitlines() if "global-seeded random ops" in line]
+    assert len(warning) == 1 and "RandomStandardNormal" in warning[0]
+    assert "keras.random.SeedGenerator" in warning[0]

@@ -156,6 +156,7 @@ class ReduceLROnPlateauConfig:
     mode: MonitorMode = MonitorMode.auto
     factor: float = 0.5
     patience: int = 2
+    min_delta: float = 1e-4  # an improvement smaller than this is no improvement
     min_lr: float = 1e-6
 
 

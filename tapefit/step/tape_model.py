@@ -53,6 +53,24 @@ class StepOutput(NamedTuple):
     sample_weight: Any = None
 
 
+# TensorFlow's global-seeded random ops (tf.random.normal and friends): their state lives in the
+# op itself, so no checkpoint can restore it. keras.random and tf.random.Generator are stateless
+# ops over a state variable, which checkpoints carry.
+STATEFUL_RANDOM_OPS = frozenset(
+    {
+        "RandomStandardNormal",
+        "RandomUniform",
+        "RandomUniformInt",
+        "TruncatedNormal",
+        "RandomShuffle",
+        "Multinomial",
+        "RandomGamma",
+        "RandomPoissonV2",
+        "ParameterizedTruncatedNormal",
+    }
+)
+
+
 def replicas_in_sync() -> int:
     """How many replicas the current `tf.distribute` strategy runs (1 outside any)."""
     return tf.distribute.get_strategy().num_replicas_in_sync
@@ -479,11 +497,16 @@ class TapeModel(keras.Model):
 
     def _marking_built(self, step_function: Any) -> Any:
         """`step_function`, after which (once, when it is traced) a model whose step built
-        every layer without calling `self(x)` counts as built: Keras would otherwise save it
-        without its weights, with only a warning."""
+        every layer without calling `self(x)` counts as built (Keras would otherwise save it
+        without its weights, with only a warning), and the stateful random ops the step uses
+        are noted (`_stateful_random_ops`: a resume cannot replay them)."""
 
         def step(data: Any) -> Any:
             outputs = step_function(data)
+            if not tf.executing_eagerly():  # tracing: which random ops does the step use?
+                ops = {op.type for op in tf.compat.v1.get_default_graph().get_operations()}
+                if ops & STATEFUL_RANDOM_OPS:
+                    self._stateful_random_ops = sorted(ops & STATEFUL_RANDOM_OPS)
             if not self.built and self.weights:
                 layers = self._flatten_layers(include_self=False)
                 if all(layer.built for layer in layers):

@@ -81,6 +81,7 @@ def build_callbacks(
                 mode=resolve_mode(plateau.monitor, plateau.mode),
                 factor=plateau.factor,
                 patience=plateau.patience,
+                min_delta=plateau.min_delta,
                 min_lr=plateau.min_lr,
             )
         )

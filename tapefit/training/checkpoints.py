@@ -5,21 +5,33 @@ from __future__ import annotations
 
 import json
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import keras
+import numpy as np
+import tensorflow as tf
 
+from tapefit.training.callback_state import collect
 from tapefit.training.outputs import atomic_path, to_builtin, write_json
 
 PREFIX = "epoch-"
+ARRAYS = ".callbacks.npz"  # beside each checkpoint: the callbacks' arrays (best weights)
 
 
 def random_states(model: keras.Model) -> list:
-    """The layers' random-seed states (Dropout's SeedGenerators): part of `model.variables`
-    but not of the weights Keras saves, so a checkpoint carries them itself."""
+    """Every random state of the model: Keras SeedGenerators anywhere in it (part of
+    `model.variables` but not of the weights Keras saves) and the states of `tf.random.Generator`
+    attributes of the model or its layers (Keras does not track them), so a checkpoint carries
+    them itself."""
     weights = {id(w) for w in model.weights}
-    return [v for v in model.variables if id(v) not in weights]
+    states = [v for v in model.variables if id(v) not in weights]
+    for layer in model._flatten_layers(include_self=True):
+        states += [
+            value.state for value in vars(layer).values() if isinstance(value, tf.random.Generator)
+        ]
+    return states
 
 
 def _order(marker: Path) -> tuple[int, int]:
@@ -57,6 +69,13 @@ class EpochCheckpoint(keras.callbacks.Callback):
         self.history, self.save, self.every_steps = list(history or []), save, every_steps
         self.epoch = 0
         self.skipped_steps = 0  # batches of the current epoch done before this fit (a resume)
+        self.callbacks: list[Any] = []
+        self.warned = False
+
+    def use_callbacks(self, callbacks: list[Any]) -> None:
+        """The run's callbacks, whose states (patience counters, best values) each checkpoint
+        records."""
+        self.callbacks = callbacks
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         self.last_step = int(self.model.optimizer.iterations.numpy())
@@ -80,11 +99,25 @@ class EpochCheckpoint(keras.callbacks.Callback):
             self._save(epoch + 1, 0)
 
     def _save(self, epochs_done: int, steps_in_epoch: int) -> None:
+        ops = getattr(self.model, "_stateful_random_ops", None)
+        if ops and not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"the step uses TensorFlow's global-seeded random ops ({', '.join(ops)}), whose "
+                "state no checkpoint can hold: a resumed run will not draw the numbers an "
+                "uninterrupted one would; draw with keras.random and a "
+                "keras.random.SeedGenerator, or a tf.random.Generator, which are checkpointed",
+                stacklevel=2,
+            )
         name = f"{PREFIX}{epochs_done:04d}" + (
             f"-step-{steps_in_epoch:05d}" if steps_in_epoch else ""
         )
         with atomic_path(self.directory / f"{name}.weights.h5", suffix=".weights.h5") as path:
             self.model.save_weights(path)
+        callback_states, callback_arrays = collect(self.callbacks)
+        arrays_path = self.directory / f"{name}{ARRAYS}"
+        with atomic_path(arrays_path, suffix=ARRAYS) as path, open(path, "wb") as file:
+            np.savez(file, **callback_arrays)
         write_json(
             self.directory / f"{name}.json",
             {
@@ -93,12 +126,14 @@ class EpochCheckpoint(keras.callbacks.Callback):
                 "history": self.history,
                 "random_states": [to_builtin(v.numpy()) for v in random_states(self.model)],
                 "metric_states": [to_builtin(v.numpy()) for v in self.model.metrics_variables],
+                "callback_states": callback_states,
                 **self.metadata,
             },
         )
         for old in checkpoints_in(self.directory)[: -self.keep]:
             old.unlink(missing_ok=True)
             old.with_suffix(".weights.h5").unlink(missing_ok=True)
+            old.with_suffix(ARRAYS).unlink(missing_ok=True)
 
 
 class RestoreMetrics(keras.callbacks.Callback):
@@ -147,6 +182,9 @@ def restore_latest(directory: Path, model: keras.Model) -> dict[str, Any] | None
                 raise ValueError("the model's random states do not match the checkpoint's")
             for variable, value in zip(states, metadata["random_states"], strict=True):
                 variable.assign(value)
+            arrays_file = marker.with_suffix(ARRAYS)
+            with np.load(arrays_file) if arrays_file.exists() else nullcontext({}) as arrays:
+                metadata["callback_arrays"] = {key: arrays[key] for key in arrays}
         except Exception as error:
             warnings.warn(
                 f"checkpoint {marker.stem} is unreadable ({type(error).__name__}); trying the "

@@ -24,6 +24,7 @@ from tapefit.errors import TapefitError
 from tapefit.families import family_for
 from tapefit.step.monitor import NonFiniteGuard
 from tapefit.training.building import build_before_training
+from tapefit.training.callback_state import CarryCallbackStates
 from tapefit.training.callbacks import build_callbacks
 from tapefit.training.checkpoints import (
     EpochCheckpoint,
@@ -142,6 +143,9 @@ def fit(
         cfg.callbacks, run_dir, before_writers=extra_callbacks, append=append
     )
     callbacks.append(EpochLog())
+    for callback in callbacks:  # those that save or carry the others' state
+        if hasattr(callback, "use_callbacks"):
+            callback.use_callbacks(callbacks)
     if replay:
         replay_shuffles(data.train, initial_epoch, cfg.trainer.steps_per_epoch)
     return model.fit(
@@ -251,6 +255,7 @@ def train(
     model = build_model(cfg, data, strategy)
     checkpoints = run_dir / CHECKPOINTS
     done, steps_in, epochs, metric_states = 0, 0, [], None
+    callback_states: tuple[dict, dict] = ({}, {})
     if warm_start is not None:
         build_optimizers(model)
         model.load_weights(warm_start[0])
@@ -263,6 +268,7 @@ def train(
             check_same_config(restored["config"], cfg, cfg.force_resume)
             done, epochs = restored["epochs_done"], restored["history"]
             steps_in, metric_states = restored["steps_in_epoch"], restored["metric_states"]
+            callback_states = (restored.get("callback_states", {}), restored["callback_arrays"])
             log.info("resuming %s after epoch %d and %d steps", run_dir, done, steps_in)
             if cfg.callbacks.csv_logger.enabled:
                 rewrite_csv(run_dir / cfg.callbacks.csv_logger.filename, epochs)
@@ -275,7 +281,8 @@ def train(
         save=cfg.trainer.checkpoints,
         every_steps=cfg.trainer.checkpoint_every_steps,
     )
-    extra = [stopper, checkpointer, *(callbacks or [])]
+    carry = CarryCallbackStates(*callback_states)  # before the checkpointer, after monitors
+    extra = [carry, stopper, checkpointer, *(callbacks or [])]
     append = bool(epochs)
     if steps_in and done < cfg.trainer.epochs:
         # The rest of the interrupted epoch, on its own: the same shuffle, its first
@@ -287,7 +294,7 @@ def train(
             model,
             data,
             run_dir,
-            [stopper, RestoreMetrics(metric_states), checkpointer, *(callbacks or [])],
+            [carry, stopper, RestoreMetrics(metric_states), checkpointer, *(callbacks or [])],
             done,
             append,
             epochs=done + 1,
@@ -296,7 +303,7 @@ def train(
         done, append, replayed = done + 1, True, True
     else:
         replayed = False
-    if done < cfg.trainer.epochs:
+    if done < cfg.trainer.epochs and not (replayed and model.stop_training):
         fit(cfg, model, data, run_dir, extra, done, append, replay=not replayed)
     timings = {"started": started, "train_time_s": time.perf_counter() - started}
     return finalize(cfg, model, data, history_lists(checkpointer.history), run_dir, timings)
