@@ -417,3 +417,54 @@ def test_global_seeded_random_ops_are_named_at_the_first_checkpoint(project, tmp
     warning = [line for line in log.splitlines() if "global-seeded random ops" in line]
     assert len(warning) == 1 and "RandomStandardNormal" in warning[0]
     assert "keras.random.SeedGenerator" in warning[0]
+
+
+ENCODER_ONLY = '''
+import keras
+import tensorflow as tf
+
+import tapefit
+
+
+@keras.saving.register_keras_serializable(package="my_project")
+class EncoderOnly(tapefit.TapeModel):
+    """A step that uses its layer directly and never calls self(x)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = keras.layers.Dense(1)
+
+    def call(self, x, training=False):
+        return self.encoder(x)
+
+    def forward(self, data, training):
+        x, y = data
+        y_pred = self.encoder(x)
+        return tapefit.StepOutput(tf.reduce_mean(tf.square(y - y_pred)), y, y_pred)
+'''
+
+
+def test_a_model_its_step_never_calls_is_built_before_the_first_checkpoint(
+    project, tmp_path, monkeypatch
+):
+    (project / "my_project" / "encoder_only.py").write_text(ENCODER_ONLY)
+    result = cli(
+        project,
+        command(0),
+        "model._target_=my_project.encoder_only.EncoderOnly",
+        "~model.penalty",
+        "trainer.epochs=2",
+        "trainer.verbose=0",
+        "trainer.checkpoint_every_steps=3",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    monkeypatch.syspath_prepend(str(project))
+    from my_project.data import load_waves
+    from my_project.encoder_only import EncoderOnly
+
+    model = keras.models.load_model(tmp_path / "model.keras")
+    assert isinstance(model, EncoderOnly) and model.built
+    x_test, y_test = load_waves(n_samples=1024, seed=0)["test"]
+    mse = float(np.mean((model.predict(x_test, verbose=0) - y_test) ** 2))
+    assert mse == pytest.approx(json.loads((tmp_path / "metrics.json").read_text())["test_loss"])

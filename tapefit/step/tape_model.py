@@ -495,6 +495,13 @@ class TapeModel(keras.Model):
             step_function = with_leading_axis(step_function)  # the mean over axis 0 works
         return super()._make_function(self._marking_built(step_function))
 
+    def mark_built(self, x: Any) -> None:
+        """Count the model as built (its step built every layer) and record `x`'s shape, when
+        it is one tensor, so a reloaded model builds from `call(x)` before its weights load."""
+        self.built = True
+        if hasattr(x, "shape") and hasattr(x, "dtype"):
+            self._build_shapes_dict = {"input_shape": (None, *tuple(x.shape)[1:])}
+
     def _marking_built(self, step_function: Any) -> Any:
         """`step_function`, after which (once, when it is traced) a model whose step built
         every layer without calling `self(x)` counts as built (Keras would otherwise save it
@@ -510,10 +517,7 @@ class TapeModel(keras.Model):
             if not self.built and self.weights:
                 layers = self._flatten_layers(include_self=False)
                 if all(layer.built for layer in layers):
-                    self.built = True
-                    x = keras.utils.unpack_x_y_sample_weight(data)[0]
-                    if isinstance(x, tf.Tensor):  # so a reloaded model builds from call(x)
-                        self._build_shapes_dict = {"input_shape": (None, *x.shape[1:])}
+                    self.mark_built(keras.utils.unpack_x_y_sample_weight(data)[0])
             return outputs
 
         return step

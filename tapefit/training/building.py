@@ -50,4 +50,5 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
             "miss those weights; call every layer in forward/call, or build it in __init__ "
             "(layer.build(shape))"
         )
-    model.built = True  # every layer and weight exists: saving keeps them
+    # every layer and weight exists: saving keeps them, and a reloaded model builds again
+    model.mark_built(keras.utils.unpack_x_y_sample_weight(symbolic_batch(dataset))[0])
