@@ -51,10 +51,10 @@ except tapefit.TapefitError as error:
 """
 
 
-def drive(run_dir, at="none", *extra, timeout=240):
+def drive(run_dir, at="none", *extra, timeout=240, overrides=OVERRIDES):
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run(
-        [sys.executable, "-c", DRIVER, str(run_dir), at, *OVERRIDES, *extra],
+        [sys.executable, "-c", DRIVER, str(run_dir), at, *overrides, *extra],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -242,15 +242,7 @@ PATIENT = [
 
 
 def drive_patient(run_dir, at, *extra):
-    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
-        [sys.executable, "-c", DRIVER, str(run_dir), at, *PATIENT, *extra],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return drive(run_dir, at, *extra, timeout=300, overrides=PATIENT)
 
 
 def test_callback_state_survives_a_resume_inside_the_patience_window(tmp_path):
