@@ -26,7 +26,15 @@ PACKAGE = Path(tapefit.__file__).resolve().parent
 # tapefit/; a module takes the layer of the longest key it starts with.
 LAYERS = [
     {"errors", "choices", "backend", "config", "training", "sweeps", "step"},
-    {"step.tape_model", "step.tools", "step.monitor", "step.gradcheck"},
+    {
+        "step.tools",
+        "step.functional",
+        "step.symbolic",
+        "step.constructor_config",
+        "step.tape_model",
+        "step.monitor",
+        "step.gradcheck",
+    },
     {"models", "data"},
     {"config.schemas", "config.targets"},
     {

@@ -28,6 +28,8 @@ from tapefit.step.constructor_config import (
     deserialized,
     serialized,
 )
+from tapefit.step.functional import FunctionalAccess
+from tapefit.step.symbolic import SymbolicBuild
 from tapefit.step.tools import (
     GradientTelemetry,
     OnMissingGradients,
@@ -37,10 +39,8 @@ from tapefit.step.tools import (
     apply_if,
     checked_loss,
     drop_missing_gradients,
-    in_multi_worker_mode,
     is_loss_scaled,
     same_on_every_replica,
-    with_leading_axis,
 )
 
 
@@ -51,24 +51,6 @@ class StepOutput(NamedTuple):
     y: Any = None
     y_pred: Any = None
     sample_weight: Any = None
-
-
-# TensorFlow's global-seeded random ops (tf.random.normal and friends): their state lives in the
-# op itself, so no checkpoint can restore it. keras.random and tf.random.Generator are stateless
-# ops over a state variable, which checkpoints carry.
-STATEFUL_RANDOM_OPS = frozenset(
-    {
-        "RandomStandardNormal",
-        "RandomUniform",
-        "RandomUniformInt",
-        "TruncatedNormal",
-        "RandomShuffle",
-        "Multinomial",
-        "RandomGamma",
-        "RandomPoissonV2",
-        "ParameterizedTruncatedNormal",
-    }
-)
 
 
 def replicas_in_sync() -> int:
@@ -87,7 +69,7 @@ def _has_functional_arguments(args: tuple, kwargs: dict) -> bool:
 
 
 @keras.saving.register_keras_serializable(package="tapefit")
-class TapeModel(keras.Model):
+class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
     """A `keras.Model` trained by an explicit GradientTape step that behaves like Keras' own.
 
     Subclass it and define `call` (and, when the loss needs more than `compile`'s loss, override
@@ -147,51 +129,6 @@ class TapeModel(keras.Model):
                 "or pass inputs and outputs as for a functional keras.Model"
             )
         return self._functional_network(inputs, training=training)
-
-    # -- the functional API of `TapeModel(inputs, outputs)` ---------------------------------
-    @property
-    def layers(self) -> list:
-        """The network's layers (for `TapeModel(inputs, outputs)`: the functional graph's)."""
-        if getattr(self, "_functional_network", None) is not None:
-            return self._functional_network.layers
-        return super().layers
-
-    @layers.setter
-    def layers(self, _: Any) -> None:
-        raise AttributeError("`Model.layers` is reserved: use another attribute name")
-
-    def _functional(self, attribute: str) -> Any:
-        network = getattr(self, "_functional_network", None)
-        if network is None:
-            raise AttributeError(
-                f"{type(self).__name__} is a subclassed model: {attribute} exists only for a "
-                "model built from inputs and outputs"
-            )
-        return getattr(network, attribute)
-
-    @property
-    def inputs(self) -> Any:
-        """The functional network's input tensors."""
-        return self._functional("inputs")
-
-    @property
-    def outputs(self) -> Any:
-        """The functional network's output tensors."""
-        return self._functional("outputs")
-
-    @property
-    def input(self) -> Any:
-        """As `keras.Model.input`; for `TapeModel(inputs, outputs)`, the network's."""
-        if getattr(self, "_functional_network", None) is not None:
-            return self._functional_network.input
-        return super().input
-
-    @property
-    def output(self) -> Any:
-        """As `keras.Model.output`; for `TapeModel(inputs, outputs)`, the network's."""
-        if getattr(self, "_functional_network", None) is not None:
-            return self._functional_network.output
-        return super().output
 
     # -- compile: several optimizers and the step's policies --------------------------------
     def compile(
@@ -447,80 +384,6 @@ class TapeModel(keras.Model):
         out = self.forward(data, training=False)
         self.track_loss(checked_loss(out.loss), x)
         return self.compute_metrics(x, out.y, out.y_pred, sample_weight=out.sample_weight)
-
-    # -- Keras 3 under tf.distribute ------------------------------------------------------
-    # Under a strategy, Keras' TF trainer builds every variable up front from the first batch
-    # of a fresh iterator, calling the model for `y_pred`. That costs the shuffle an epoch (the
-    # data order then differs from a run without a strategy), fails in multi-worker mode on a
-    # nested batch (keras-team/keras#20585), and misses what the tape step computes (a Siamese
-    # loss takes pair embeddings, not `call`'s scores). TapeModel builds from the dataset's
-    # element spec through its own test step instead.
-    def _maybe_symbolic_build(self, iterator: Any = None, data_batch: Any = None) -> None:
-        strategy = getattr(self, "_distribute_strategy", None)
-        adapter = getattr(iterator, "data_adapter", None)
-        if strategy is None or adapter is None or data_batch is not None:
-            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
-        batch = tf.nest.map_structure(
-            lambda spec: keras.KerasTensor(spec.shape, spec.dtype.name),
-            adapter.get_tf_dataset().element_spec,
-        )
-        with strategy.scope():
-            unbuilt = not all(layer.built for layer in self._flatten_layers()) or any(
-                part is not None and not part.built
-                for part in (self._compile_metrics, self._compile_loss)
-            )
-            if unbuilt:
-                self.build_from_batch(batch)
-            if self.optimizer is not None and not self.optimizer.built:
-                self.optimizer.build(self.trainable_variables)
-            self._post_build()
-
-    def build_from_batch(self, batch: Any) -> None:
-        """Build every layer from a batch of `KerasTensor`s, without running anything: through
-        `test_step` (so a loss's own layers are built too), or, for a model whose own
-        `train_step` needs no compiled loss, through `call` on the batch's inputs."""
-        try:
-            keras.src.backend.compute_output_spec(self.test_step, batch)
-        except ValueError as error:
-            custom_step = type(self).train_step is not TapeModel.train_step
-            if "No loss to compute" not in str(error) or not custom_step:
-                raise
-            x = keras.utils.unpack_x_y_sample_weight(batch)[0]
-            keras.src.backend.compute_output_spec(lambda inputs: self(inputs), x)
-
-    # Keras averages a multi-worker step's logs with `strategy.reduce("MEAN", value, axis=0)`,
-    # which fails on a scalar: give scalars a leading axis (multi-worker runs only).
-    def _make_function(self, step_function: Any) -> Any:
-        if in_multi_worker_mode(getattr(self, "_distribute_strategy", None)):
-            step_function = with_leading_axis(step_function)  # the mean over axis 0 works
-        return super()._make_function(self._marking_built(step_function))
-
-    def mark_built(self, x: Any) -> None:
-        """Count the model as built (its step built every layer) and record `x`'s shape, when
-        it is one tensor, so a reloaded model builds from `call(x)` before its weights load."""
-        self.built = True
-        if hasattr(x, "shape") and hasattr(x, "dtype"):
-            self._build_shapes_dict = {"input_shape": (None, *tuple(x.shape)[1:])}
-
-    def _marking_built(self, step_function: Any) -> Any:
-        """`step_function`, after which (once, when it is traced) a model whose step built
-        every layer without calling `self(x)` counts as built (Keras would otherwise save it
-        without its weights, with only a warning), and the stateful random ops the step uses
-        are noted (`_stateful_random_ops`: a resume cannot replay them)."""
-
-        def step(data: Any) -> Any:
-            outputs = step_function(data)
-            if not tf.executing_eagerly():  # tracing: which random ops does the step use?
-                ops = {op.type for op in tf.compat.v1.get_default_graph().get_operations()}
-                if ops & STATEFUL_RANDOM_OPS:
-                    self._stateful_random_ops = sorted(ops & STATEFUL_RANDOM_OPS)
-            if not self.built and self.weights:
-                layers = self._flatten_layers(include_self=False)
-                if all(layer.built for layer in layers):
-                    self.mark_built(keras.utils.unpack_x_y_sample_weight(data)[0])
-            return outputs
-
-        return step
 
     # -- saving -----------------------------------------------------------------------------
     # Marked as Keras' default get_config, so a subclass that does not write its own gets
