@@ -282,6 +282,11 @@ ERRORS = [
     (["model._target_=my_project.bad.NoLoss", "~model.penalty"], "has no loss: set compile.loss"),
     (["compile.loss=msee"], "compile.loss=msee is not a Keras loss"),
     (
+        ["model._target_=my_project.bad.NeedsWidth", "~model.penalty"],
+        "model: NeedsWidth needs width: set model.width=...",
+    ),
+    (["+data.shuffle=maybe"], "data.shuffle: Value 'maybe' is not a valid bool"),
+    (
         [
             "+callbacks.extra.plateau._target_=keras.callbacks.ReduceLROnPlateau",
             "+callbacks.extra.plateau.patiense=2",
@@ -320,6 +325,12 @@ class NeverBuilt(tapefit.TapeModel):
 
     def call(self, x, training=False):
         return self.used(x)
+
+
+class NeedsWidth(tapefit.TapeModel):
+    def __init__(self, width, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = keras.layers.Dense(width)
 
 
 class NoLoss(tapefit.TapeModel):
