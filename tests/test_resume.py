@@ -23,12 +23,13 @@ OVERRIDES = [
 ]
 
 DRIVER = """
-import logging, os, signal, sys
+import logging, os, resource, signal, sys
 import keras
 import tapefit
 
 class Kill(keras.callbacks.Callback):
-    '''SIGKILL this process at a chosen point: a batch end (step N) or an epoch end.'''
+    '''SIGKILL this process at a chosen point: a batch end (step N) or an epoch end; or, from
+    an epoch end on, fail every file write past 20 kB (fsize:N), as a full disk would.'''
     def __init__(self, at):
         super().__init__()
         self.kind, self.value = at.split(":")
@@ -38,6 +39,9 @@ class Kill(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if self.kind == "epoch" and epoch + 1 == int(self.value):
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.kind == "fsize" and epoch + 1 == int(self.value):
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
+            resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, resource.RLIM_INFINITY))
 
 logging.basicConfig(level=logging.INFO)
 run_dir, at, *overrides = sys.argv[1:]
@@ -147,6 +151,35 @@ def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "checkpoint epoch-0002 is unreadable" in resumed.stderr
     assert json.loads((tmp_path / "metrics.json").read_text())["epochs_run"] == 3
+
+
+def test_a_checkpoint_write_failing_half_way_fails_the_run_and_keeps_the_one_before(
+    uninterrupted, tmp_path
+):
+    """Epoch 2's checkpoint (1.6 MB of weights) cannot be written past 20 kB: the run fails in
+    one line, no half-written file is left, and epoch 1's checkpoint resumes exactly."""
+    failed = drive(tmp_path, "fsize:1")
+    assert failed.returncode == 2, failed.stderr[-2000:]
+    message = (
+        f"checkpoint epoch-0002 could not be written to {tmp_path / 'resume'} (File too large); "
+        "the last complete one, epoch-0001, is intact: free space there and continue with "
+        "resume=true"
+    )
+    assert failed.stderr.strip().splitlines()[-1] == f"tapefit: error: {message}"
+    assert "Traceback" not in failed.stderr
+    assert status(tmp_path) | {"state": "failed", "error": message} == status(tmp_path)
+    assert sorted(p.name for p in (tmp_path / "resume").iterdir()) == [
+        "epoch-0001.callbacks.npz",
+        "epoch-0001.json",
+        "epoch-0001.weights.h5",
+    ]
+    resumed = drive(tmp_path, "none", "resume=true")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming" in resumed.stderr and "after epoch 1 and 0 steps" in resumed.stderr
+    for expected, actual in zip(weights(uninterrupted), weights(tmp_path), strict=True):
+        np.testing.assert_array_equal(actual, expected)
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert history == json.loads((uninterrupted / "history.json").read_text())
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])

@@ -3,6 +3,7 @@ written atomically, the last few kept, a corrupt latest one skipped for the one 
 
 from __future__ import annotations
 
+import io
 import json
 import warnings
 from contextlib import nullcontext
@@ -12,9 +13,11 @@ from typing import Any
 import keras
 import numpy as np
 import tensorflow as tf
+from keras.src.saving import saving_lib  # H5IOStore: Keras' weights file, in memory
 
+from tapefit.errors import TapefitError
 from tapefit.training.callback_state import collect
-from tapefit.training.outputs import atomic_path, to_builtin, write_json
+from tapefit.training.outputs import atomic_write, to_builtin, write_json
 
 PREFIX = "epoch-"
 ARRAYS = ".callbacks.npz"  # beside each checkpoint: the callbacks' arrays (best weights)
@@ -34,6 +37,19 @@ def random_states(model: keras.Model) -> list:
     return states
 
 
+def weights_file_bytes(model: keras.Model) -> bytes:
+    """What `model.save_weights` writes to a `.weights.h5` file (optimizer state included),
+    built in memory: a full disk then fails a plain file write, cleanly, and not HDF5, whose
+    clean-up after a failed write crashes the process (h5py, errno 27/28)."""
+    buffer = io.BytesIO()
+    store = saving_lib.H5IOStore(buffer, mode="w")
+    saving_lib._save_state(
+        model, weights_store=store, assets_store=None, inner_path="", visited_saveables=set()
+    )
+    store.close()
+    return buffer.getvalue()
+
+
 def _order(marker: Path) -> tuple[int, int]:
     """(epochs done, steps into the next epoch) from `epoch-NNNN[-step-SSSSS].json`."""
     parts = marker.stem.split("-")
@@ -43,6 +59,19 @@ def _order(marker: Path) -> tuple[int, int]:
 def checkpoints_in(directory: Path) -> list[Path]:
     """The checkpoint markers in `directory`, oldest first."""
     return sorted(directory.glob(f"{PREFIX}*.json"), key=_order)
+
+
+class CheckpointWriteError(TapefitError):
+    """A checkpoint could not be written (disk full, quota, permissions); the ones before it
+    are untouched."""
+
+    def __init__(self, directory: Path, name: str, reason: str) -> None:
+        before = [m.stem for m in checkpoints_in(directory) if m.stem != name]
+        kept = f"the last complete one, {before[-1]}, is intact" if before else "none before it"
+        super().__init__(
+            f"checkpoint {name} could not be written to {directory} ({reason}); {kept}: free "
+            "space there and continue with resume=true"
+        )
 
 
 class EpochCheckpoint(keras.callbacks.Callback):
@@ -112,28 +141,35 @@ class EpochCheckpoint(keras.callbacks.Callback):
         name = f"{PREFIX}{epochs_done:04d}" + (
             f"-step-{steps_in_epoch:05d}" if steps_in_epoch else ""
         )
-        with atomic_path(self.directory / f"{name}.weights.h5", suffix=".weights.h5") as path:
-            self.model.save_weights(path)
         callback_states, callback_arrays = collect(self.callbacks)
-        arrays_path = self.directory / f"{name}{ARRAYS}"
-        with atomic_path(arrays_path, suffix=ARRAYS) as path, open(path, "wb") as file:
-            np.savez(file, **callback_arrays)
-        write_json(
-            self.directory / f"{name}.json",
-            {
-                "epochs_done": epochs_done,
-                "steps_in_epoch": steps_in_epoch,
-                "history": self.history,
-                "random_states": [to_builtin(v.numpy()) for v in random_states(self.model)],
-                "metric_states": [to_builtin(v.numpy()) for v in self.model.metrics_variables],
-                "callback_states": callback_states,
-                **self.metadata,
-            },
-        )
+        marker = {
+            "epochs_done": epochs_done,
+            "steps_in_epoch": steps_in_epoch,
+            "history": self.history,
+            "random_states": [to_builtin(v.numpy()) for v in random_states(self.model)],
+            "metric_states": [to_builtin(v.numpy()) for v in self.model.metrics_variables],
+            "callback_states": callback_states,
+            **self.metadata,
+        }
+        try:
+            self._write(name, marker, callback_arrays)
+        except OSError as error:  # disk full, file-size limit, quota, permissions
+            raise CheckpointWriteError(self.directory, name, error.strerror or str(error)) from None
         for old in checkpoints_in(self.directory)[: -self.keep]:
             old.unlink(missing_ok=True)
             old.with_suffix(".weights.h5").unlink(missing_ok=True)
             old.with_suffix(ARRAYS).unlink(missing_ok=True)
+
+    def _write(self, name: str, marker: dict[str, Any], callback_arrays: dict) -> None:
+        """The weights, the callbacks' arrays, then the marker that commits them; each file
+        through a temporary name, so a failed write leaves the earlier checkpoints as they
+        were."""
+        weights = weights_file_bytes(self.model)
+        atomic_write(self.directory / f"{name}.weights.h5", lambda f: f.write(weights), "wb")
+        atomic_write(
+            self.directory / f"{name}{ARRAYS}", lambda f: np.savez(f, **callback_arrays), "wb"
+        )
+        write_json(self.directory / f"{name}.json", marker)
 
 
 class RestoreMetrics(keras.callbacks.Callback):

@@ -5,6 +5,7 @@ stop after the current step."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -66,6 +67,19 @@ def write_status(run_dir: Path, state: str, **fields: Any) -> None:
         **fields,
     }
     write_json(run_dir / STATUS_FILE, status)
+
+
+def record_end(run_dir: Path, state: str, **fields: Any) -> None:
+    """`write_status` for a run that is ending badly: if even that small write fails (the disk
+    that failed the run is full), say so in the log and let the original error through."""
+    try:
+        write_status(run_dir, state, **fields)
+    except OSError as error:
+        logging.getLogger("tapefit").error(
+            "status.json could not be updated to %s (%s): it still says running",
+            state,
+            error.strerror or error,
+        )
 
 
 def alive(pid: int) -> bool:

@@ -39,6 +39,7 @@ from tapefit.training.lifecycle import (
     StopOnSignal,
     claim,
     interruptible,
+    record_end,
     scratch_run_dir,
     write_status,
 )
@@ -351,13 +352,13 @@ def run_in(
         with interruptible(stopper), released_custom_gradients():
             results = train(cfg, run_dir, callbacks, stopper, load_data, warm_start)
     except RunInterrupted as stop:
-        write_status(run_dir, "interrupted", signal=stop.signum, error=str(stop))
+        record_end(run_dir, "interrupted", signal=stop.signum, error=str(stop))
         raise
     except TapefitError as error:
-        write_status(run_dir, "failed", error=str(error))
+        record_end(run_dir, "failed", error=str(error))
         raise
     except BaseException as error:
-        write_status(run_dir, "failed", error=f"{type(error).__name__}: {error}")
+        record_end(run_dir, "failed", error=f"{type(error).__name__}: {error}")
         raise
     shutil.rmtree(run_dir / CHECKPOINTS, ignore_errors=True)  # model.keras supersedes them
     write_status(run_dir, "completed", objective=results["objective"])
