@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import math
 import sys
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -28,7 +29,9 @@ def main(cfg: DictConfig) -> float:
 
     Bad input ends with one `tapefit: error:` line and exit code 2, except inside a multirun,
     where the failed job returns the worst value (`failure_value`) and the sweep goes on;
-    SIGINT/SIGTERM end with exit code 130/143 after the current step. `status.json` says so.
+    SIGINT/SIGTERM/SIGUSR1 end with exit code 130/143/138 after the current step and its
+    checkpoint; in a SLURM batch job SIGUSR1 also requeues the job, whose next start resumes.
+    `status.json` says so.
     """
     from tapefit.training.lifecycle import RunInterrupted
 
@@ -78,9 +81,18 @@ def failure_value(cfg: DictConfig) -> float:
 def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
     """One run, or a keras-tuner search when `tune.algorithm` is not `none`."""
     if cfg.tune.algorithm == "none":
+        from tapefit.training.lifecycle import RunInterrupted, write_status
+        from tapefit.training.preemption import requeue, resume_if_requeued
         from tapefit.training.train import run
 
-        metrics = run(cfg, output_dir)
+        resume_if_requeued(cfg)
+        try:
+            metrics = run(cfg, output_dir)
+        except RunInterrupted as stop:
+            if requeue(cfg, stop.signum):
+                status = {"signal": stop.signum, "error": str(stop), "requeued": True}
+                write_status(Path(output_dir), "interrupted", **status)
+            raise
         tests = [f"{k}={v:.4f}" for k, v in metrics.items() if k.startswith("test_")]
         print("test metrics: " + (", ".join(tests) or "none (the data has no test split)"))
         return metrics

@@ -42,6 +42,7 @@ LAYERS = [
         "training.callbacks",
         "training.optimizers",
         "training.lifecycle",
+        "training.preemption",
         "training.resume",
         "training.objective",
         "training.outputs",

@@ -182,6 +182,64 @@ def test_a_checkpoint_write_failing_half_way_fails_the_run_and_keeps_the_one_bef
     assert history == json.loads((uninterrupted / "history.json").read_text())
 
 
+SIGNAL_AT = """
+import os, signal
+import keras
+
+class SignalAt(keras.callbacks.Callback):
+    # SIGUSR1 to this process at the end of optimizer step `step`, as SLURM sends it before a
+    # job's time limit with sbatch --signal=USR1@90.
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations) == self.step:
+            os.kill(os.getpid(), signal.SIGUSR1)
+"""
+
+
+def test_sigusr1_in_a_slurm_job_checkpoints_mid_epoch_requeues_and_the_requeued_start_resumes(
+    uninterrupted, tmp_path
+):
+    """SIGUSR1 at step 15's end (epoch 2, 5 steps in): the run stops there with a checkpoint
+    of those steps, exit 138, and `scontrol requeue JOBID`; the same command started again
+    as SLURM restarts a requeued job (SLURM_RESTART_COUNT=1) resumes there by itself, in the
+    same default run directory, and ends like the uninterrupted run."""
+    (tmp_path / "signal_at.py").write_text(SIGNAL_AT)
+    scontrol = tmp_path / "bin" / "scontrol"  # records its arguments, as SLURM's would act
+    scontrol.parent.mkdir()
+    scontrol.write_text('#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\n')
+    scontrol.chmod(0o755)
+    slurm = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "train"}
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2", **slurm)
+    env["PATH"] = f"{scontrol.parent}{os.pathsep}{env['PATH']}"
+    command = [
+        *(sys.executable, "-m", "tapefit", *OVERRIDES),
+        "+callbacks.extra.preempt._target_=signal_at.SignalAt",
+        "+callbacks.extra.preempt.step=15",
+    ]
+    kwargs = {"cwd": tmp_path, "capture_output": True, "text": True, "timeout": 240}
+    first = subprocess.run(command, env=env, **kwargs)
+    assert first.returncode == 138, first.stderr[-2000:]
+    assert "interrupted by SIGUSR1 after the current step" in first.stderr
+    run_dir = tmp_path / "outputs" / "classifier" / "slurm-4242"
+    assert status(run_dir) | {"state": "interrupted", "requeued": True} == status(run_dir)
+    assert (scontrol.parent / "calls").read_text() == "requeue 4242\n"
+    markers = sorted(p.name for p in (run_dir / "resume").glob("*.json"))
+    assert markers == ["epoch-0001-step-00005.json", "epoch-0001.json"]
+    requeued = subprocess.run(command, env={**env, "SLURM_RESTART_COUNT": "1"}, **kwargs)
+    assert requeued.returncode == 0, requeued.stderr[-2000:]
+    log = (run_dir / "tapefit.log").read_text()
+    assert "requeued SLURM job 4242: its next start resumes from this checkpoint" in log
+    assert "SLURM restarted job 4242 (restart 1): resuming" in log
+    assert "after epoch 1 and 5 steps" in log
+    assert status(run_dir)["state"] == "completed"
+    for expected, actual in zip(weights(uninterrupted), weights(run_dir), strict=True):
+        np.testing.assert_array_equal(actual, expected)
+    history = json.loads((run_dir / "history.json").read_text())
+    assert history == json.loads((uninterrupted / "history.json").read_text())
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_sigterm_and_sigint_stop_after_the_step_with_status_interrupted(tmp_path, signum, code):
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
@@ -298,3 +356,49 @@ def test_callback_state_survives_a_resume_inside_the_patience_window(tmp_path):
     assert json.loads((run_dir / "history.json").read_text()) == history
     for a, b in zip(weights(baseline), weights(run_dir), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("env", "job", "run_name"),
+    [
+        ({}, None, "2026-01-01_00-00-00"),
+        ({"SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "train"}, "7", "slurm-7"),
+        ({"SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "bash"}, None, "2026-01-01_00-00-00"),
+        ({"SLURM_JOB_ID": "9", "SLURM_ARRAY_JOB_ID": "8", "SLURM_ARRAY_TASK_ID": "3"}, "8_3", None),
+    ],
+)
+def test_a_slurm_batch_job_is_requeued_by_its_id_and_keeps_one_run_directory(
+    monkeypatch, env, job, run_name
+):
+    """Array tasks are requeued as ARRAY_TASK; an interactive allocation (salloc's shell) is
+    not a batch job: its runs keep time-stamped directories."""
+    from tapefit.training.preemption import run_dir_name, slurm_batch_job
+
+    for name in ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert slurm_batch_job() == job
+    assert run_dir_name("2026-01-01_00-00-00") == (run_name or f"slurm-{job}")
+
+
+def test_a_failed_requeue_says_so_in_one_line_and_what_to_do(compose, monkeypatch, caplog):
+    from tapefit.training.preemption import requeue, resume_if_requeued
+
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_JOB_NAME", "train")
+    monkeypatch.setenv("PATH", "")  # no scontrol
+    cfg = compose([])
+    assert requeue(cfg, signal.SIGTERM) is False and not caplog.records  # SIGUSR1 requeues
+    assert requeue(cfg, signal.SIGUSR1) is False
+    [record] = caplog.records
+    assert record.getMessage().startswith("could not requeue SLURM job 4242 (")
+    assert record.getMessage().endswith("): submit it again with resume=true")
+    resume_if_requeued(cfg)
+    assert cfg.resume is False  # a first start
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
+    off = compose(["trainer.requeue=false"])
+    resume_if_requeued(off)
+    assert off.resume is False
+    resume_if_requeued(cfg)
+    assert cfg.resume is True

@@ -6,20 +6,23 @@ from __future__ import annotations
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 from tapefit.config.schemas import SCHEMAS, config_dir
 from tapefit.families import FAMILIES
+from tapefit.training.preemption import run_dir_name
 
 
 def register_schemas() -> None:
-    """Store the shared schemas and every registered family's in Hydra's ConfigStore
-    (idempotent)."""
+    """Store the shared schemas and every registered family's in Hydra's ConfigStore, and
+    register tapefit's resolvers (idempotent)."""
     store = ConfigStore.instance()
     stored = dict(SCHEMAS)
     for family in FAMILIES.values():
         stored.update(family.schemas())
     for (group, name), node in stored.items():
         store.store(group=group, name=name, node=node)
+    OmegaConf.register_new_resolver("tapefit.run_name", run_dir_name, replace=True)
 
 
 def compose(overrides: list[str] | None = None, config_name: str = "config") -> Any:

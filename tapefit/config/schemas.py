@@ -104,6 +104,11 @@ class TrainerConfig:
     save_model: bool = True
     checkpoints: bool = True  # a checkpoint per epoch (last 2 kept) so resume=true can continue
     checkpoint_every_steps: int | None = None  # also mid-epoch, every N optimizer steps
+    # SIGINT/SIGTERM/SIGUSR1 write a checkpoint of the steps done, then stop (exit 128+signal).
+    checkpoint_on_signal: bool = True
+    # In a SLURM batch job: SIGUSR1 (sbatch --signal=USR1@90) also requeues the job, and the
+    # requeued start resumes by itself in the same run directory (outputs/NAME/slurm-JOBID).
+    requeue: bool = True
     # The tape step's policies (TapeModel.compile): what a NaN/inf step does, what a variable
     # without a gradient does, which variables may have none (fnmatch patterns of their paths).
     on_nonfinite: OnNonFinite = OnNonFinite.stop

@@ -100,6 +100,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
         self.skipped_steps = 0  # batches of the current epoch done before this fit (a resume)
         self.callbacks: list[Any] = []
         self.warned = False
+        self.saved: tuple[int, int] | None = None  # (epochs done, steps) of the last checkpoint
 
     def use_callbacks(self, callbacks: list[Any]) -> None:
         """The run's callbacks, whose states (patience counters, best values) each checkpoint
@@ -120,6 +121,16 @@ class EpochCheckpoint(keras.callbacks.Callback):
             self.last_step = step
             if batch + 1 != self.params.get("steps"):  # the epoch's end saves a full one
                 self._save(self.epoch, self.skipped_steps + batch + 1)
+
+    def save_steps_done(self, batch: int) -> bool:
+        """Checkpoint the steps of this epoch done so far, at once (a signal asked to stop);
+        False after the epoch's last step, whose checkpoint comes at the epoch's end."""
+        if batch + 1 == self.params.get("steps"):
+            return False
+        steps = self.skipped_steps + batch + 1
+        if self.save and self.saved != (self.epoch, steps):
+            self._save(self.epoch, steps)
+        return True
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.skipped_steps = 0
@@ -153,6 +164,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
         }
         try:
             self._write(name, marker, callback_arrays)
+            self.saved = (epochs_done, steps_in_epoch)
         except OSError as error:  # disk full, file-size limit, quota, permissions
             raise CheckpointWriteError(self.directory, name, error.strerror or str(error)) from None
         for old in checkpoints_in(self.directory)[: -self.keep]:

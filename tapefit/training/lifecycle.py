@@ -1,6 +1,6 @@
 """A run directory's life: checked before use, claimed by one process, `status.json` telling
-the truth (running, completed, failed, interrupted), and SIGINT/SIGTERM turned into a clean
-stop after the current step."""
+the truth (running, completed, failed, interrupted), and SIGINT/SIGTERM/SIGUSR1 turned into a
+clean stop after the current step (and its checkpoint)."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ STALE = (
 
 
 class RunInterrupted(Exception):  # noqa: N818 - a stop, not an error
-    """SIGINT or SIGTERM stopped the run after a step; the CLI exits with 128 + signal."""
+    """A signal stopped the run after a step; the CLI exits with 128 + signal (SIGINT 130,
+    SIGTERM 143, SIGUSR1 138)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by {signal.Signals(signum).name} after the current step")
@@ -149,12 +150,16 @@ def claim(run_dir: Path, resume: bool) -> None:
 
 
 class StopOnSignal(keras.callbacks.Callback):
-    """Raises `RunInterrupted` at the end of the step during which SIGINT/SIGTERM arrived."""
+    """Raises `RunInterrupted` at the end of the step during which SIGINT, SIGTERM or SIGUSR1
+    arrived. With a `checkpoint` (an `EpochCheckpoint`, placed before this callback) it first
+    writes a checkpoint of the steps done; a signal during the epoch's last step or its
+    validation stops at the epoch's end, after the epoch's own checkpoint."""
 
     def __init__(self) -> None:
         super().__init__()
         self.signum: int | None = None
         self.training = False
+        self.checkpoint: Any = None
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         self.training = True
@@ -163,17 +168,29 @@ class StopOnSignal(keras.callbacks.Callback):
         self.training = False
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self.signum is None:
+            return
+        if self.checkpoint is not None and not self.checkpoint.save_steps_done(batch):
+            return  # the epoch's last step: its validation and checkpoint come first
+        raise RunInterrupted(self.signum)
+
+    def on_test_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self.signum is not None and self.checkpoint is None:
+            raise RunInterrupted(self.signum)
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if self.signum is not None:
             raise RunInterrupted(self.signum)
 
-    def on_test_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        self.on_train_batch_end(batch, logs)
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
 
 
 @contextmanager
 def interruptible(stopper: StopOnSignal) -> Iterator[StopOnSignal]:
-    """Inside the block, SIGINT/SIGTERM ask `stopper` to stop after the current step (outside
-    training, `RunInterrupted` is raised at once); the handlers are restored afterwards."""
+    """Inside the block, SIGINT/SIGTERM/SIGUSR1 ask `stopper` to stop after the current step
+    (outside training, and at a second signal, `RunInterrupted` is raised at once); the
+    handlers are restored afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield stopper
         return
@@ -183,7 +200,7 @@ def interruptible(stopper: StopOnSignal) -> Iterator[StopOnSignal]:
             raise RunInterrupted(signum)  # outside fit there is no step to finish
         stopper.signum = signum
 
-    previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, handle) for s in STOP_SIGNALS}
     try:
         yield stopper
     finally:

@@ -282,8 +282,10 @@ def train(
         save=cfg.trainer.checkpoints,
         every_steps=cfg.trainer.checkpoint_every_steps,
     )
+    if cfg.trainer.checkpoint_on_signal and cfg.trainer.checkpoints:
+        stopper.checkpoint = checkpointer  # a signal writes a checkpoint before the stop
     carry = CarryCallbackStates(*callback_states)  # before the checkpointer, after monitors
-    extra = [carry, stopper, checkpointer, *(callbacks or [])]
+    extra = [carry, checkpointer, stopper, *(callbacks or [])]
     append = bool(epochs)
     if steps_in and done < cfg.trainer.epochs:
         # The rest of the interrupted epoch, on its own: the same shuffle, its first
@@ -295,7 +297,7 @@ def train(
             model,
             data,
             run_dir,
-            [carry, stopper, RestoreMetrics(metric_states), checkpointer, *(callbacks or [])],
+            [carry, RestoreMetrics(metric_states), checkpointer, stopper, *(callbacks or [])],
             done,
             append,
             epochs=done + 1,
