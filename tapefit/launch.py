@@ -150,7 +150,8 @@ class Group:
 
     def wait(self, timeout: float | None) -> int:
         """The group's exit code: 0 when every process ended with 0, else the first failure's
-        (or 124 on timeout); the others are ended as soon as one fails."""
+        (128 + N for one killed by signal N, 124 on timeout); the others are ended as soon as
+        one fails."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.running():
             failed = [
@@ -162,7 +163,7 @@ class Group:
                 name, code = failed[0]
                 print(f"tapefit.launch: {name} exited with {code}; ending the others", flush=True)
                 self.end()
-                return code
+                return code if code > 0 else 128 - code  # killed by signal N: 128 + N
             if deadline is not None and time.monotonic() > deadline:
                 print(
                     f"tapefit.launch: error: still running after --timeout {timeout:g} s; "
@@ -176,7 +177,8 @@ class Group:
         for thread in self.pumps:
             thread.join(timeout=5)
         codes = [p.returncode for p in self.processes.values()]
-        return next((code for code in codes if code != 0), 0)
+        code = next((code for code in codes if code != 0), 0)
+        return code if code >= 0 else 128 - code
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -5,6 +5,7 @@ batches; only the chief writes the run directory; the launcher's own checks."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -64,22 +65,48 @@ def digest(log_text):
     return found[0]
 
 
-@pytest.mark.parametrize("family", sorted(CASES))
-def test_two_workers_on_loopback_train_like_one_process(family, compose, tmp_path):
-    run_dir = tmp_path / "two"
-    family_overrides, atol = CASES[family]
-    overrides = [*family_overrides, *COMMON]
+def launch(overrides, run_dir, pythonpath=None):
+    """`python -m tapefit.launch --workers 2` with `overrides` into `run_dir`."""
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    launch = [sys.executable, "-m", "tapefit.launch", "--workers", "2", "--timeout", "240"]
-    result = subprocess.run(
-        [*launch, "--", *overrides, f"hydra.run.dir={run_dir}"],
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
+    launcher = [sys.executable, "-m", "tapefit.launch", "--workers", "2", "--timeout", "240"]
+    return subprocess.run(
+        [*launcher, "--", *overrides, f"hydra.run.dir={run_dir}"],
         cwd=REPO,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory):
+    """family -> the run directory of its two-worker run, launched once for the module."""
+    runs = {}
+
+    def launched(family):
+        if family not in runs:
+            run_dir = tmp_path_factory.mktemp(family) / "two"
+            result = launch([*CASES[family][0], *COMMON], run_dir)
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+            runs[family] = run_dir
+        return runs[family]
+
+    return launched
+
+
+MLP_RUN = pytest.mark.xdist_group("two_workers_mlp")  # one xdist worker launches it, once
+
+
+@pytest.mark.parametrize(
+    "family", [pytest.param(f, marks=MLP_RUN) if f == "mlp" else f for f in sorted(CASES)]
+)
+def test_two_workers_on_loopback_train_like_one_process(family, compose, tmp_path, two_workers):
+    run_dir = two_workers(family)
+    family_overrides, atol = CASES[family]
+    overrides = [*family_overrides, *COMMON]
     # Only the chief (worker 0) writes the run directory's results; worker 1 trained in a
     # temporary directory that is gone, and left only its log.
     for name in ("metrics.json", "model.keras", "curves.png", "history.json", "status.json"):
@@ -95,14 +122,83 @@ def test_two_workers_on_loopback_train_like_one_process(family, compose, tmp_pat
     single = run(compose([*overrides, "trainer.strategy=default"]), tmp_path / "one")
     two = json.loads((run_dir / "metrics.json").read_text())
     assert two["samples"] == single["samples"]
-    distributed = keras.models.load_model(run_dir / "model.keras").get_weights()
-    alone = keras.models.load_model(tmp_path / "one" / "model.keras").get_weights()
-    assert len(distributed) == len(alone)
-    for w_two, w_one in zip(distributed, alone, strict=True):
-        np.testing.assert_allclose(w_two, w_one, atol=atol, rtol=0)
+    assert_same_run(run_dir, tmp_path / "one", atol)
+
+
+def assert_same_run(run_dir, expected_dir, atol, keys=("loss",)):
+    """Weights within `atol` and History's `keys` within 1e-5 of `expected_dir`'s run."""
+    weights = keras.models.load_model(run_dir / "model.keras").get_weights()
+    expected = keras.models.load_model(expected_dir / "model.keras").get_weights()
+    assert len(weights) == len(expected)
+    for actual, wanted in zip(weights, expected, strict=True):
+        np.testing.assert_allclose(actual, wanted, atol=atol, rtol=0)
     history = json.loads((run_dir / "history.json").read_text())
-    assert history["loss"] == pytest.approx(
-        json.loads((tmp_path / "one/history.json").read_text())["loss"], abs=1e-5
+    wanted = json.loads((expected_dir / "history.json").read_text())
+    assert sorted(history) == sorted(wanted)
+    for key in keys:
+        assert history[key] == pytest.approx(wanted[key], abs=1e-5)
+
+
+def history_keys(run_dir):
+    return json.loads((run_dir / "history.json").read_text()).keys()
+
+
+KILL_WORKER = """
+import json, os, signal
+from pathlib import Path
+import keras
+
+class KillWorker(keras.callbacks.Callback):
+    # SIGKILL worker `worker` at the end of optimizer step `step`, once (`once_file` marks it).
+    def __init__(self, step, worker, once_file):
+        super().__init__()
+        self.step, self.worker, self.once_file = step, worker, Path(once_file)
+    def on_train_batch_end(self, batch, logs=None):
+        index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+        at = int(self.model.optimizer.iterations.numpy()) == self.step
+        if index == self.worker and at and not self.once_file.exists():
+            self.once_file.write_text("")
+            os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@MLP_RUN
+def test_a_worker_killed_mid_epoch_then_both_resumed_end_like_the_uninterrupted_run(
+    two_workers, tmp_path
+):
+    """Worker 1 is SIGKILLed after step 11 (epoch 2, 3 steps in; checkpoints every 2 steps);
+    the chief fails in one line, the launcher ends with 137; the same launch with resume=true
+    restores the chief's step-10 checkpoint on both workers and ends like the uninterrupted
+    two-worker run."""
+    (tmp_path / "kill_worker.py").write_text(KILL_WORKER)
+    run_dir = tmp_path / "run"
+    overrides = [
+        *CASES["mlp"][0],
+        *COMMON,
+        "trainer.checkpoint_every_steps=2",
+        "+callbacks.extra.kill._target_=kill_worker.KillWorker",
+        "+callbacks.extra.kill.step=11",
+        "+callbacks.extra.kill.worker=1",
+        f"+callbacks.extra.kill.once_file={tmp_path / 'killed'}",
+    ]
+    killed = launch(overrides, run_dir, pythonpath=tmp_path)
+    assert killed.returncode == 128 + signal.SIGKILL, killed.stdout[-3000:]
+    assert "tapefit.launch: worker1 exited with -9; ending the others" in killed.stdout
+    state = json.loads((run_dir / "status.json").read_text())
+    assert state["state"] == "failed" and "\n" not in state["error"]
+    assert state["error"].startswith("worker 1 of the cluster stopped during a step")
+    assert not (run_dir / "metrics.json").exists()
+    markers = sorted(p.name for p in (run_dir / "resume").glob("*.json"))
+    assert markers == ["epoch-0001-step-00002.json", "epoch-0001.json"]
+    resumed = launch([*overrides, "resume=true"], run_dir, pythonpath=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    for log in ("tapefit.log", "worker1.log"):
+        assert "after epoch 1 and 2 steps" in (run_dir / log).read_text()
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
+    baseline = two_workers("mlp")
+    assert_same_run(run_dir, baseline, CASES["mlp"][1], keys=sorted(history_keys(baseline)))
+    assert digest((run_dir / "tapefit.log").read_text()) == digest(
+        (run_dir / "worker1.log").read_text()
     )
 
 

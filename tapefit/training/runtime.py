@@ -141,6 +141,20 @@ def writes_run_dir(strategy_name: str) -> bool:
     return task_type == "worker" and task_id == 0 and "chief" not in cluster
 
 
+LOST_TASK = re.compile(r"/job:(\w+)/replica:\d+/task:(\d+)")
+
+
+def lost_worker_error(error: tf.errors.OpError) -> TapefitError:
+    """The one-line error of a multi-worker step that TensorFlow aborted because another
+    worker stopped (killed, crashed, preempted: its heartbeats stopped)."""
+    tasks = sorted(set(LOST_TASK.findall(error.message)))
+    named = ", ".join(f"{job} {task}" for job, task in tasks) or "another worker"
+    return TapefitError(
+        f"{named} of the cluster stopped during a step ({type(error).__name__}): restart every "
+        "worker together with the same command and resume=true"
+    )
+
+
 def shard_options(policy: str) -> tf.data.Options:
     """tf.data options that split a dataset across workers by `policy` (ShardPolicy)."""
     options = tf.data.Options()

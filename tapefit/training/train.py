@@ -60,6 +60,7 @@ from tapefit.training.resume import (
     rewrite_csv,
 )
 from tapefit.training.runtime import (
+    lost_worker_error,
     make_strategy,
     released_custom_gradients,
     seed_everything,
@@ -258,11 +259,13 @@ def train(
     done, steps_in, epochs, metric_states = 0, 0, [], None
     callback_states: tuple[dict, dict] = ({}, {})
     if warm_start is not None:
-        build_optimizers(model)
-        model.load_weights(warm_start[0])
+        with strategy.scope():  # the optimizers' variables belong to the strategy
+            build_optimizers(model)
+            model.load_weights(warm_start[0])
         done = warm_start[1]
     if cfg.resume:
-        restored = restore_latest(checkpoints, model)
+        with strategy.scope():
+            restored = restore_latest(checkpoints, model)
         if restored is None:
             log.warning("resume=true but %s holds no checkpoint: starting from scratch", run_dir)
         else:
@@ -359,6 +362,13 @@ def run_in(
     except TapefitError as error:
         record_end(run_dir, "failed", error=str(error))
         raise
+    except tf.errors.UnavailableError as error:
+        if cfg.trainer.strategy != "multi_worker":
+            record_end(run_dir, "failed", error=f"{type(error).__name__}: {error}")
+            raise
+        lost = lost_worker_error(error)
+        record_end(run_dir, "failed", error=str(lost))
+        raise lost from None
     except BaseException as error:
         record_end(run_dir, "failed", error=f"{type(error).__name__}: {error}")
         raise
