@@ -28,13 +28,14 @@ class ImageData:
 
     train: tf.data.Dataset
     val: tf.data.Dataset
-    test: tf.data.Dataset
+    test: tf.data.Dataset | None
     image_shape: tuple[int, ...]
     num_classes: int
     sizes: dict[str, int]
     splits: dict[str, Split]
     seed: int
     cache: bool
+    class_names: list[str] | None = None  # folder data: the subfolders' names, by index
 
     def rebuilt(self, batch_size: int) -> ImageData:
         """The same arrays in new pipelines: a first epoch's shuffle again, another batch size."""

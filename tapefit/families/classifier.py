@@ -1,14 +1,24 @@
-"""The image-classifier family: digits and MNIST -> `Classifier` (CNN or MLP), cross-entropy,
-accuracy."""
+"""The image-classifier family: digits, MNIST and image folders -> `Classifier` (CNN or MLP),
+cross-entropy, accuracy."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
 from typing import Any, ClassVar
 
 import keras
 from omegaconf import MISSING
 
+from tapefit.choices import parse_choice
+from tapefit.data.image_folders import (
+    CHANNELS,
+    FolderImageData,
+    class_folder,
+    folder_data,
+    split_off,
+)
 from tapefit.data.images import (
     ImageData,
     check_fraction,
@@ -19,6 +29,15 @@ from tapefit.data.images import (
 from tapefit.errors import TapefitError
 from tapefit.families.base import Dataset, Family, register
 from tapefit.models.classifier import Architecture, Classifier
+from tapefit.training.outputs import write_json
+
+
+class ColorMode(str, Enum):
+    """Channels images are decoded to (as `image_dataset_from_directory` names them)."""
+
+    grayscale = "grayscale"
+    rgb = "rgb"
+    rgba = "rgba"
 
 
 @dataclass
@@ -32,6 +51,21 @@ class ImageDataConfig:
     test_fraction: float = 0.2  # digits only: MNIST ships its own test split
     train_limit: int | None = None  # keep only the first N training samples (quick runs)
     cache: bool = True
+
+
+@dataclass
+class ImageFolderConfig:
+    """`data=image_folder`: class-per-subfolder image folders, decoded in the pipeline."""
+
+    name: str = "image_folder"
+    train_path: str = MISSING  # a folder with one subfolder of images per class
+    validation_path: str | None = None  # null: val_fraction of the training images
+    test_path: str | None = None  # null: no test split (no test_* metrics)
+    image_size: list[int] = field(default_factory=lambda: [64, 64])  # height, width
+    color_mode: ColorMode = ColorMode.rgb
+    batch_size: int = 32
+    val_fraction: float = 0.15
+    cache: bool = False  # true: keep decoded images in memory after the first epoch
 
 
 @dataclass
@@ -67,6 +101,39 @@ def load_mnist(options: Any, seed: int) -> ImageData:
     return _pipelines(load_mnist_splits(options.path, options.val_fraction, seed), options, seed)
 
 
+def load_image_folder(options: Any, seed: int) -> FolderImageData:
+    """The training folder's classes and files, validation (a folder or a seeded fraction) and
+    an optional test folder; images are decoded by the pipeline."""
+    train, classes = class_folder(options.train_path, "train_path")
+    if options.validation_path is None:
+        train, val = split_off(train, check_fraction("val_fraction", options.val_fraction), seed)
+    else:
+        val, _ = class_folder(options.validation_path, "validation_path", classes)
+    splits = {"train": train, "val": val}
+    if options.test_path is not None:
+        splits["test"], _ = class_folder(options.test_path, "test_path", classes)
+    return folder_data(
+        splits,
+        classes,
+        batch_size=options.batch_size,
+        seed=seed,
+        size=options.image_size,
+        channels=CHANNELS[parse_choice(ColorMode, options.color_mode, "data.color_mode").value],
+        cache=options.cache,
+    )
+
+
+def check_image_folder(data: Any) -> None:
+    """Image size and, without a validation folder, the split fraction."""
+    size = list(data.image_size)
+    if len(size) != 2 or min(size) < 1:
+        raise TapefitError(
+            f"data.image_size={size} must be [height, width], both at least 1, e.g. [64, 64]"
+        )
+    if data.validation_path is None:
+        check_fraction("val_fraction", data.val_fraction)
+
+
 def check_image_data(data: Any) -> None:
     """Split fractions and the training limit of `data=digits` / `data=mnist`."""
     check_fraction("val_fraction", data.val_fraction)
@@ -84,6 +151,7 @@ class ClassifierFamily(Family):
     datasets: ClassVar[dict[str, Dataset]] = {
         "digits": Dataset(ImageDataConfig, load_digits, check_image_data),
         "mnist": Dataset(ImageDataConfig, load_mnist, check_image_data),
+        "image_folder": Dataset(ImageFolderConfig, load_image_folder, check_image_folder),
     }
 
     def model(self, cfg: Any, data: ImageData) -> keras.Model:
@@ -94,6 +162,7 @@ class ClassifierFamily(Family):
             dropout=cfg.model.dropout,
             bn_momentum=cfg.model.bn_momentum,
             hidden_units=list(cfg.model.hidden_units),
+            class_names=data.class_names,
         )
 
     def compile_arguments(self, cfg: Any, data: ImageData) -> dict[str, Any]:
@@ -110,6 +179,12 @@ class ClassifierFamily(Family):
 
     def logged_metrics(self, cfg: Any, model: keras.Model | None = None) -> list[str]:
         return ["loss", "accuracy"]
+
+    def report(self, model: keras.Model, data: ImageData, run_dir: Path) -> dict[str, Any]:
+        """`classes.json`: the class names by output index, when the data have names."""
+        if data.class_names is not None:
+            write_json(run_dir / "classes.json", data.class_names)
+        return {}
 
     def default_objective(self, cfg: Any) -> str:
         return "val_accuracy"

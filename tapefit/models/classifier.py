@@ -82,6 +82,7 @@ class Classifier(TapeModel):
         dropout: float = 0.5,
         bn_momentum: float = 0.9,
         hidden_units: Sequence[int] = (64, 64),
+        class_names: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -96,6 +97,13 @@ class Classifier(TapeModel):
         self.dropout = float(dropout)
         self.bn_momentum = float(bn_momentum)
         self.hidden_units = tuple(int(u) for u in hidden_units)
+        # What each output means (image folders: the class subfolders), saved with the model.
+        self.class_names = None if class_names is None else [str(n) for n in class_names]
+        if self.class_names is not None and len(self.class_names) != self.num_classes:
+            raise TapefitError(
+                f"Classifier got {len(self.class_names)} class_names for {self.num_classes} "
+                "classes: give one name per class"
+            )
         body = (
             cnn_layers(self.image_shape, self.dropout, self.bn_momentum)
             if architecture == Architecture.cnn
@@ -128,4 +136,5 @@ class Classifier(TapeModel):
             "dropout": self.dropout,
             "bn_momentum": self.bn_momentum,
             "hidden_units": list(self.hidden_units),
+            "class_names": self.class_names,
         }

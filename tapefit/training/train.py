@@ -254,6 +254,33 @@ def train(
     data = (load_data or build_data)(cfg)
     if cfg.trainer.strategy == "multi_worker":
         data = sharded(data, cfg.trainer.shard_policy)
+    try:
+        return train_on(cfg, data, run_dir, callbacks, stopper, strategy, warm_start, started)
+    except tf.errors.OpError as error:
+        explained = data_error(data, error)
+        if explained is None:
+            raise
+    raise explained
+
+
+def data_error(data: Any, error: Exception) -> TapefitError | None:
+    """The data's own one-line account of a failure inside its pipeline (a file that does not
+    decode), if it has one (`data.diagnose`)."""
+    diagnose = getattr(data, "diagnose", None)
+    return diagnose(error) if diagnose is not None else None
+
+
+def train_on(
+    cfg: Any,
+    data: Any,
+    run_dir: Path,
+    callbacks: list | None,
+    stopper: StopOnSignal,
+    strategy: tf.distribute.Strategy,
+    warm_start: tuple[Path, int] | None,
+    started: float,
+) -> dict:
+    """`train` once the data are loaded: build, restore, fit, finalize."""
     model = build_model(cfg, data, strategy)
     checkpoints = run_dir / CHECKPOINTS
     done, steps_in, epochs, metric_states = 0, 0, [], None

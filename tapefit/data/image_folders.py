@@ -1,0 +1,215 @@
+"""Labelled image folders (one subfolder per class), as `keras.utils.image_dataset_from_directory`
+reads them: only the file list is held in memory; images are read, decoded and resized inside
+the `tf.data` pipeline, a few batches ahead of the step."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from sklearn.model_selection import train_test_split
+
+from tapefit.data.images import ImageData
+from tapefit.data.pipeline import PREFETCH_BATCHES, pipeline_options
+from tapefit.errors import TapefitError
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif")  # what tf.io.decode_image reads
+CHANNELS = {"grayscale": 1, "rgb": 3, "rgba": 4}
+DECODERS = min(8, os.cpu_count() or 1)  # images decoded in parallel
+
+
+@dataclass
+class FileSplit:
+    """One split's image files and their class indices."""
+
+    paths: np.ndarray
+    labels: np.ndarray
+
+
+def class_folder(
+    root: str, key: str, classes: Sequence[str] | None = None
+) -> tuple[FileSplit, list[str]]:
+    """The images under `root` (one subfolder per class, searched recursively) and the class
+    names, sorted; with `classes` (the training split's), a subfolder must be one of them."""
+    folder = Path(root).expanduser()
+    if not folder.is_dir():
+        raise TapefitError(
+            f"data.{key}={root} is not a directory: point it at a folder with one subfolder of "
+            "images per class"
+        )
+    subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not subfolders:
+        raise TapefitError(
+            f"{folder} has no class subfolders: put each class's images in a subfolder named "
+            f"after the class ({folder}/cat/1.png, {folder}/dog/2.png, ...)"
+        )
+    names = [p.name for p in subfolders]
+    if classes is not None:
+        unknown = [name for name in names if name not in classes]
+        if unknown:
+            raise TapefitError(
+                f"{folder / unknown[0]}: class {unknown[0]!r} is not one of the training "
+                f"classes {list(classes)}: rename or remove the folder"
+            )
+    classes = list(classes) if classes is not None else names
+    paths: list[str] = []
+    labels: list[int] = []
+    for subfolder in subfolders:
+        files = sorted(
+            str(p)
+            for p in subfolder.rglob("*")
+            if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()
+        )
+        if not files:
+            raise TapefitError(
+                f"class folder {subfolder} holds no images ({', '.join(IMAGE_EXTENSIONS)}): add "
+                "images or remove the folder"
+            )
+        paths += files
+        labels += [classes.index(subfolder.name)] * len(files)
+    return FileSplit(np.array(paths), np.array(labels, dtype="int64")), classes
+
+
+def split_off(files: FileSplit, fraction: float, seed: int) -> tuple[FileSplit, FileSplit]:
+    """A seeded split of `files` into (rest, `fraction`), stratified when every class can be
+    in both parts."""
+    counts = np.bincount(files.labels)
+    classes = int((counts > 0).sum())
+    n_part = int(np.ceil(fraction * len(files.labels)))
+    stratify = (
+        files.labels
+        if counts[counts > 0].min() >= 2 and min(n_part, len(files.labels) - n_part) >= classes
+        else None
+    )
+    if len(files.labels) < 2:
+        raise TapefitError(
+            f"{files.paths[0]} is the only training image: a validation split needs more; add "
+            "images or give data.validation_path"
+        )
+    rest_p, part_p, rest_l, part_l = train_test_split(
+        files.paths, files.labels, test_size=fraction, stratify=stratify, random_state=seed
+    )
+    return FileSplit(rest_p, rest_l), FileSplit(part_p, part_l)
+
+
+def decode(path: tf.Tensor, size: Sequence[int], channels: int) -> tf.Tensor:
+    """One image file as float32 in [0, 1], `size` (height, width) and `channels` channels."""
+    image = tf.io.decode_image(tf.io.read_file(path), channels=channels, expand_animations=False)
+    image = tf.image.resize(image, size)  # bilinear; float32
+    return tf.ensure_shape(image / 255.0, (*size, channels))
+
+
+def folder_pipeline(
+    files: FileSplit,
+    *,
+    batch_size: int,
+    shuffle: bool,
+    seed: int,
+    size: Sequence[int],
+    channels: int,
+    cache: bool = False,
+) -> tf.data.Dataset:
+    """File names -> decoded, resized, batched images. Training shuffles the file list (seeded,
+    each epoch) before decoding, so memory holds names, not images; `cache` keeps the decoded
+    images in memory after the first epoch (for data that fit)."""
+    dataset = tf.data.Dataset.from_tensor_slices((files.paths, files.labels))
+    if shuffle and not cache:
+        dataset = dataset.shuffle(len(files.paths), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.map(
+        lambda path, label: (decode(path, size, channels), label),
+        num_parallel_calls=DECODERS,
+        deterministic=True,
+    )
+    if cache:
+        dataset = dataset.cache()
+        if shuffle:
+            dataset = dataset.shuffle(len(files.paths), seed=seed, reshuffle_each_iteration=True)
+    return dataset.batch(batch_size).prefetch(PREFETCH_BATCHES).with_options(pipeline_options())
+
+
+def first_unreadable(paths: Sequence[str], channels: int) -> tuple[str, str] | None:
+    """The first file that does not decode as an image, and why; None if all do."""
+    for path in paths:
+        try:
+            tf.io.decode_image(tf.io.read_file(path), channels=channels, expand_animations=False)
+        except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError) as error:
+            return str(path), error.message.splitlines()[0]
+    return None
+
+
+@dataclass
+class FolderImageData(ImageData):
+    """`ImageData` over image folders: `splits` hold file names, not pixels."""
+
+    size: tuple[int, int] = (64, 64)
+    channels: int = 3
+
+    def rebuilt(self, batch_size: int) -> FolderImageData:
+        """New pipelines over the same files: a first epoch's shuffle again, another batch."""
+        return folder_data(
+            {name: FileSplit(*arrays) for name, arrays in self.splits.items()},
+            self.class_names or [],
+            batch_size=batch_size,
+            seed=self.seed,
+            size=self.size,
+            channels=self.channels,
+            cache=self.cache,
+        )
+
+    def diagnose(self, error: Exception) -> TapefitError | None:
+        """After the pipeline failed: the one-line error naming the file that does not decode,
+        if a file is the cause."""
+        if not isinstance(error, tf.errors.InvalidArgumentError | tf.errors.NotFoundError):
+            return None
+        for paths, _ in self.splits.values():
+            found = first_unreadable(paths, self.channels)
+            if found is not None:
+                path, reason = found
+                return TapefitError(
+                    f"{path}: not a readable image ({reason}): replace or remove the file"
+                )
+        return None
+
+
+def folder_data(
+    splits: dict[str, FileSplit],
+    class_names: list[str],
+    *,
+    batch_size: int,
+    seed: int,
+    size: Sequence[int],
+    channels: int,
+    cache: bool = False,
+) -> FolderImageData:
+    """Pipelines over `splits` (train, val, optional test) of one set of classes."""
+    size = (int(size[0]), int(size[1]))
+    pipelines = {
+        name: None
+        if files is None
+        else folder_pipeline(
+            files,
+            batch_size=batch_size,
+            shuffle=name == "train",
+            seed=seed,
+            size=size,
+            channels=channels,
+            cache=cache,
+        )
+        for name, files in {**{"test": None}, **splits}.items()
+    }
+    return FolderImageData(
+        **pipelines,
+        image_shape=(*size, channels),
+        num_classes=len(class_names),
+        sizes={name: len(files.labels) for name, files in splits.items()},
+        splits={name: (files.paths, files.labels) for name, files in splits.items()},
+        seed=seed,
+        cache=cache,
+        class_names=list(class_names),
+        size=size,
+        channels=channels,
+    )
