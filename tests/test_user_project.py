@@ -158,8 +158,10 @@ def test_groups_named_on_the_command_line_through_the_tapefit_script(project, tm
 
 
 @WAVES
-def test_resume_after_sigkill_equals_the_uninterrupted_run(waves_run, project):
+def test_resume_after_sigkill_equals_the_uninterrupted_run(waves_run, project, monkeypatch):
     baseline, _ = waves_run
+    monkeypatch.syspath_prepend(str(project))
+    importlib.import_module("my_project.models")  # registers SmoothRegressor, to reload it
     words = command(2)
     run_dir = project / "outputs" / "waves" / "first"
     assert f"hydra.run.dir={run_dir.relative_to(project)}" in words

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import codecs
 import csv
+import glob
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
@@ -249,56 +251,104 @@ def _jsonl_records(path: Path, spec: PairFileSpec):
             yield number, number, tuple(record[key] for key in keys)
 
 
-def read_pair_file(path: str | Path, spec: PairFileSpec) -> PairRows:
-    """Read `(text1, text2, label)` rows; bad lines raise (file:line) or are skipped and counted
-    (every line a bad record spans), up to `spec.max_skipped_fraction` of the file."""
+@dataclass
+class RowCount:
+    """What reading one file found: lines read, usable rows, the lines of skipped records."""
+
+    lines: int = 0
+    rows: int = 0
+    skipped: list[int] = field(default_factory=list)
+
+
+def expand_paths(value: Any, key: str) -> list[Path]:
+    """A path, a glob (`shards/*.tsv`) or a list of either -> the files, sorted and each once;
+    a pattern that matches nothing is a one-line error naming `data.<key>`."""
+    patterns = [value] if isinstance(value, str) else list(value or [])
+    if not patterns or not all(isinstance(p, str) and p for p in patterns):
+        raise TapefitError(
+            f"data.{key}={value!r} must be a file, a glob such as 'shards/*.tsv', or a list of them"
+        )
+    files: list[Path] = []
+    for pattern in patterns:
+        expanded = str(Path(pattern).expanduser())
+        if glob.has_magic(expanded):
+            matched = sorted(Path(p) for p in glob.glob(expanded) if Path(p).is_file())
+            if not matched:
+                raise TapefitError(
+                    f"data.{key}: no file matches {pattern!r}: check the folder and the pattern"
+                )
+            files += matched
+        else:
+            files.append(Path(expanded))
+    return list(dict.fromkeys(files))
+
+
+def checked_file(path: str | Path) -> Path:
+    """`path` as an existing file, or a one-line error saying what it is instead."""
     path = Path(path).expanduser()
     if path.is_dir():
         raise TapefitError(f"pair file {path} is a directory: point the path at a file in it")
     if not path.is_file():
         raise TapefitError(f"pair file {path} does not exist: check data.train_path/test_path")
+    return path
+
+
+def pair_rows(
+    path: str | Path, spec: PairFileSpec, count: RowCount | None = None
+) -> Iterator[tuple[str, str, float]]:
+    """Yield the `(text1, text2, label)` rows of one file as they are read; bad lines raise
+    (file:line) or are skipped and counted in `count` (every line a bad record spans); at the
+    end, a file that lost more than `spec.max_skipped_fraction` of its lines is refused."""
+    path = checked_file(path)
     kind = resolve_format(path, spec)
+    count = count if count is not None else RowCount()
     records = (
         _jsonl_records(path, spec) if kind == "jsonl" else _delimited_records(path, kind, spec)
     )
-    texts_a, texts_b, labels, skipped, lines = [], [], [], [], 0
     try:
         for first, last, record in records:
-            lines += last - first + 1
+            count.lines += last - first + 1
             try:
-                text_a, text_b, label = _checked_record(record, spec)
+                row = _checked_record(record, spec)
             except ValueError as error:
                 if spec.on_bad_line == OnBadLine.skip:
-                    skipped.extend(range(first, last + 1))
+                    count.skipped.extend(range(first, last + 1))
                     continue
                 raise TapefitError(
                     f"{path}:{first}: {error}; fix the line or set data.on_bad_line=skip"
                 ) from None
-            texts_a.append(text_a)
-            texts_b.append(text_b)
-            labels.append(label)
+            count.rows += 1
+            yield row
     except UnicodeDecodeError as error:
         raise TapefitError(
             f"{path} is not {spec.encoding} text ({error.reason} at byte {error.start}): set "
             "data.encoding to the file's encoding, e.g. data.encoding=latin-1"
         ) from None
-    if skipped and len(skipped) > spec.max_skipped_fraction * lines:
+    skipped = count.skipped
+    if skipped and len(skipped) > spec.max_skipped_fraction * count.lines:
         raise TapefitError(
-            f"{path}: {len(skipped)} of {lines} lines are bad (from line {skipped[0]}), more "
-            f"than data.max_skipped_fraction={spec.max_skipped_fraction}: fix the file "
+            f"{path}: {len(skipped)} of {count.lines} lines are bad (from line {skipped[0]}), "
+            f"more than data.max_skipped_fraction={spec.max_skipped_fraction}: fix the file "
             "(an unterminated quote swallows the lines after it) or raise the fraction"
         )
-    if not labels:
+    if not count.rows:
         detail = f" ({len(skipped)} bad lines skipped)" if skipped else ""
         raise TapefitError(
             f"{path} holds no usable pairs{detail}: it is empty or all lines are bad"
         )
+
+
+def read_pair_file(path: str | Path, spec: PairFileSpec) -> PairRows:
+    """Read every `(text1, text2, label)` row of one file into memory (see `pair_rows`)."""
+    count = RowCount()
+    rows = list(pair_rows(path, spec, count))
+    texts_a, texts_b, labels = zip(*rows, strict=True)
     return PairRows(
         np.array(texts_a, dtype=object),
         np.array(texts_b, dtype=object),
         np.array(labels, dtype="float32"),
-        skipped=len(skipped),
-        skipped_lines=skipped[:20],
+        skipped=len(count.skipped),
+        skipped_lines=count.skipped[:20],
     )
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
-from tapefit.data.pair_files import LabelType, PairFileSpec, read_pair_file
+from tapefit.data.pair_files import LabelType, PairFileSpec, expand_paths, read_pair_file
 from tapefit.data.pipeline import make_pipeline
 from tapefit.data.synthetic_pairs import (
     BINARY_RANGE,
@@ -27,7 +28,7 @@ class PairData:
 
     train: tf.data.Dataset
     val: tf.data.Dataset
-    test: tf.data.Dataset
+    test: tf.data.Dataset | None
     splits: dict[str, Split]
     label_type: str
     label_range: tuple[float, float]
@@ -57,6 +58,10 @@ class PairData:
             .batch(batch_size)
             .map(lambda a, b: ((a, b),))
         )
+
+    def read_counts(self) -> dict[str, int]:
+        """For `metrics.json`: bad lines skipped while reading the files."""
+        return {"skipped_lines": self.skipped_lines}
 
     def training_texts(self) -> np.ndarray:
         """Every text of the training split, for adapting the vocabulary."""
@@ -103,16 +108,38 @@ def file_splits(
     if not paths.get("train"):
         raise TapefitError("data=pairs_file needs data.train_path=/path/to/train.{csv,tsv,jsonl}")
     splits, skipped = {}, 0
+    keys = {"train": "train_path", "test": "test_path", "val": "validation_path"}
     for name in ("train", "test", "val"):
         if paths.get(name):
-            rows = read_pair_file(paths[name], spec)
-            splits[name] = (rows.texts_a, rows.texts_b, rows.labels)
-            skipped += rows.skipped
+            files = expand_paths(paths[name], keys[name])
+            splits[name], lost = read_pair_files(files, spec, None, keys[name])
+            skipped += lost
     if "test" not in splits:
         splits["train"], splits["test"] = _split_off(splits["train"], test_fraction, seed)
     if "val" not in splits:
         splits["train"], splits["val"] = _split_off(splits["train"], val_fraction, seed + 1)
     return splits, skipped
+
+
+def read_pair_files(
+    files: list[Path], spec: PairFileSpec, max_pairs: int | None, key: str
+) -> tuple[Split, int]:
+    """The pairs of `files`, concatenated in their order, and the bad lines skipped; more than
+    `max_pairs` pairs is a one-line error naming `data.<key>`."""
+    parts, skipped = [], 0
+    for file in files:
+        rows = read_pair_file(file, spec)
+        parts.append((rows.texts_a, rows.texts_b, rows.labels))
+        skipped += rows.skipped
+        held = sum(len(part[2]) for part in parts)
+        if max_pairs is not None and held > max_pairs:
+            raise TapefitError(
+                f"data.{key} holds more than data.max_held_out_pairs={max_pairs} pairs (at "
+                f"{file}): the whole-split metrics keep them in memory; use a smaller held-out "
+                "set or raise the limit"
+            )
+    split = tuple(np.concatenate([part[i] for part in parts]) for i in range(3))
+    return split, skipped
 
 
 def pair_data(

@@ -11,8 +11,15 @@ import keras
 import numpy as np
 from omegaconf import MISSING, OmegaConf
 
-from tapefit.data.pair_files import LabelType, PairFileSpec
-from tapefit.data.pairs import PairData, file_splits, pair_data, synthetic_splits
+from tapefit.data.pair_files import LabelType, PairFileSpec, checked_file, expand_paths
+from tapefit.data.pair_stream import StreamedPairData, streamed_pair_data
+from tapefit.data.pairs import (
+    PairData,
+    file_splits,
+    pair_data,
+    read_pair_files,
+    synthetic_splits,
+)
 from tapefit.errors import TapefitError
 from tapefit.families.base import Dataset, Family, register
 from tapefit.models.layers import Pooling, Rnn
@@ -49,11 +56,17 @@ class PairFilesConfig(PairFileSpec, PairDataConfig):
     missing val/test parts are split off train."""
 
     sequence_length: int = 32
-    train_path: str | None = None
-    validation_path: str | None = None
-    test_path: str | None = None
+    # Each path: a file, a glob ('shards/*.tsv') or a list of them.
+    train_path: Any = None
+    validation_path: Any = None
+    test_path: Any = None
     val_fraction: float = 0.1
     test_fraction: float = 0.1
+    # true: training rows stream from disk (never all in memory); needs data.validation_path.
+    stream: bool = False
+    shuffle_buffer: int = 10000  # stream: rows in the shuffle buffer
+    vocabulary_pairs: int = 100000  # stream: the seeded sample of pairs the vocabulary learns
+    max_held_out_pairs: int = 1000000  # stream: validation/test files are loaded up to this
 
 
 @dataclass
@@ -104,22 +117,20 @@ def load_synthetic_pairs(options: Any, seed: int) -> PairData:
 
 
 def load_pair_files(options: Any, seed: int) -> PairData:
-    """Pairs read from the configured files."""
+    """Pairs read from the configured files, or streamed from them (`data.stream`)."""
     spec = PairFileSpec.from_config(options)
     paths = {
         "train": options.train_path,
         "val": options.validation_path,
         "test": options.test_path,
     }
+    if options.stream:
+        data = load_streamed_pairs(paths, spec, options, seed)
+        labels = np.concatenate([data.vocabulary_sample[2], *(s[2] for s in data.splits.values())])
+        check_label_type(labels, spec)
+        return data
     splits, skipped = file_splits(paths, spec, options.val_fraction, options.test_fraction, seed)
-    labels = np.concatenate([split[2] for split in splits.values()])
-    binary_looking = set(np.unique(labels)) <= {0.0, 1.0} and spec.label_range[1] > 1.0
-    if spec.label_type == LabelType.graded and binary_looking:
-        raise TapefitError(
-            "every label in the pair files is 0 or 1, but data.label_type=graded would read them "
-            "as grades: set data.label_type=binary model.loss.name=contrastive (or "
-            "data.label_range=[0, 1] if they really are grades)"
-        )
+    check_label_type(np.concatenate([split[2] for split in splits.values()]), spec)
     return pair_data(
         splits,
         spec.label_type,
@@ -129,6 +140,49 @@ def load_pair_files(options: Any, seed: int) -> PairData:
         cache=options.cache,
         skipped_lines=skipped,
     )
+
+
+def load_streamed_pairs(
+    paths: dict[str, Any], spec: PairFileSpec, options: Any, seed: int
+) -> StreamedPairData:
+    """The training files as a stream; validation (required) and test files in memory, up to
+    `data.max_held_out_pairs` each."""
+    if not paths["train"]:
+        raise TapefitError("data=pairs_file needs data.train_path=/path/to/train.{csv,tsv,jsonl}")
+    if not paths["val"]:
+        raise TapefitError(
+            "data.stream=true reads validation pairs from their own files: give "
+            "data.validation_path (a held-out file or glob)"
+        )
+    train_files = [checked_file(f) for f in expand_paths(paths["train"], "train_path")]
+    held_out, skipped = {}, 0
+    for name, key in (("val", "validation_path"), ("test", "test_path")):
+        if paths[name]:
+            held_out[name], lost = read_pair_files(
+                expand_paths(paths[name], key), spec, options.max_held_out_pairs, key
+            )
+            skipped += lost
+    return streamed_pair_data(
+        train_files,
+        held_out,
+        spec,
+        batch_size=options.batch_size,
+        seed=seed,
+        shuffle_buffer=options.shuffle_buffer,
+        vocabulary_pairs=options.vocabulary_pairs,
+        held_out_skipped=skipped,
+    )
+
+
+def check_label_type(labels: np.ndarray, spec: PairFileSpec) -> None:
+    """Refuse graded labels that are all 0 or 1: they are binary labels read as grades."""
+    binary_looking = set(np.unique(labels)) <= {0.0, 1.0} and spec.label_range[1] > 1.0
+    if spec.label_type == LabelType.graded and binary_looking:
+        raise TapefitError(
+            "every label in the pair files is 0 or 1, but data.label_type=graded would read them "
+            "as grades: set data.label_type=binary model.loss.name=contrastive (or "
+            "data.label_range=[0, 1] if they really are grades)"
+        )
 
 
 def check_pair_data(data: Any) -> None:
@@ -162,6 +216,9 @@ def check_pair_file_options(data: Any) -> None:
             f"data.val_fraction + data.test_fraction = {data.val_fraction + data.test_fraction}"
             " leaves no training pairs: keep their sum below 1"
         )
+    for key in ("shuffle_buffer", "vocabulary_pairs", "max_held_out_pairs"):
+        if data[key] < 1:
+            raise TapefitError(f"data.{key}={data[key]} must be at least 1")
     low_high = list(data.label_range)
     if len(low_high) != 2 or not low_high[0] < low_high[1]:
         raise TapefitError(
@@ -234,10 +291,12 @@ class SiameseFamily(Family):
         return [SplitMetrics(data.inputs("val"), labels, data.label_type, prefix="val_")]
 
     def report(self, model: keras.Model, data: PairData, run_dir: Path) -> dict[str, Any]:
+        report: dict[str, Any] = dict(data.read_counts())
+        if "test" not in data.splits:  # streamed data without data.test_path
+            return report
         scores = model.predict(data.inputs("test"), verbose=0)
         gold = data.splits["test"][2]
         plot_similarity(scores, gold, data.label_type, run_dir / "similarity.png")
         metrics = pair_metrics(scores, gold, data.label_type)
-        report = {f"test_{name}": value for name, value in metrics.items()}
-        report["skipped_lines"] = data.skipped_lines
+        report.update({f"test_{name}": value for name, value in metrics.items()})
         return report

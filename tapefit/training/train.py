@@ -11,6 +11,7 @@ import logging
 import math
 import shutil
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,7 @@ def fit(
     epochs: int | None = None,
     skip_steps: int = 0,
     replay: bool = True,
+    unknown_length: bool = False,
 ) -> keras.callbacks.History:
     """`model.fit` on the data: the family's callbacks first (they add to the epoch logs), then
     `extra_callbacks` (checkpoints, which must precede the writers), then the configured ones.
@@ -149,7 +151,23 @@ def fit(
         if hasattr(callback, "use_callbacks"):
             callback.use_callbacks(callbacks)
     if replay:
-        replay_shuffles(data.train, initial_epoch, cfg.trainer.steps_per_epoch)
+        replay_shuffles(data.train, initial_epoch, cfg.trainer.steps_per_epoch, unknown_length)
+    with warnings.catch_warnings():
+        if unknown_length:  # a stream ends each epoch by running out: not worth a warning
+            warnings.filterwarnings("ignore", message="Your input ran out of data")
+        return fit_model(cfg, model, data, callbacks, epochs, initial_epoch, skip_steps)
+
+
+def fit_model(
+    cfg: Any,
+    model: keras.Model,
+    data: Any,
+    callbacks: list,
+    epochs: int | None,
+    initial_epoch: int,
+    skip_steps: int,
+) -> keras.callbacks.History:
+    """`model.fit` with the run's data, callbacks and trainer settings."""
     return model.fit(
         data.train.skip(skip_steps) if skip_steps else data.train,
         validation_data=data.val,
@@ -165,16 +183,24 @@ def fit(
     )
 
 
-def replay_shuffles(train: Any, epochs_done: int, steps_per_epoch: int | None) -> None:
+def replay_shuffles(
+    train: Any, epochs_done: int, steps_per_epoch: int | None, unknown_length: bool = False
+) -> None:
     """Advance the training pipeline's shuffle as `epochs_done` epochs of `fit` did, so a
     resumed run sees the same batches in the same order. Every `iter()` of the dataset draws
     a new order, and Keras' EpochIterator (3.x) creates two per epoch when steps_per_epoch is
-    None (one at the epoch's start, one when it runs out); tests/test_resume.py checks it."""
+    None (one at the epoch's start, one when it runs out), but one for data of unknown length
+    (a stream), which it reads every epoch until it runs out, and whose shuffles draw their
+    order at the first element; tests/test_resume.py checks both."""
     if steps_per_epoch is not None and epochs_done:
         log.warning(
             "resuming with trainer.steps_per_epoch set: the data order after the resume "
             "is not the one the uninterrupted run would have seen"
         )
+        return
+    if unknown_length:  # a stream draws its files' and rows' order at its first element
+        for _ in range(epochs_done):
+            next(iter(train), None)
         return
     for _ in range(2 * epochs_done):
         iter(train)
@@ -312,6 +338,7 @@ def train_on(
         save=cfg.trainer.checkpoints,
         every_steps=cfg.trainer.checkpoint_every_steps,
     )
+    unknown_length = bool(data.train.cardinality() == tf.data.UNKNOWN_CARDINALITY)
     if cfg.trainer.checkpoint_on_signal and cfg.trainer.checkpoints:
         stopper.checkpoint = checkpointer  # a signal writes a checkpoint before the stop
     carry = CarryCallbackStates(*callback_states)  # before the checkpointer, after monitors
@@ -332,12 +359,23 @@ def train_on(
             append,
             epochs=done + 1,
             skip_steps=steps_in,
+            unknown_length=unknown_length,
         )
         done, append, replayed = done + 1, True, True
     else:
         replayed = False
     if done < cfg.trainer.epochs and not (replayed and model.stop_training):
-        fit(cfg, model, data, run_dir, extra, done, append, replay=not replayed)
+        fit(
+            cfg,
+            model,
+            data,
+            run_dir,
+            extra,
+            done,
+            append,
+            replay=not replayed,
+            unknown_length=unknown_length,
+        )
     timings = {"started": started, "train_time_s": time.perf_counter() - started}
     return finalize(cfg, model, data, history_lists(checkpointer.history), run_dir, timings)
 
