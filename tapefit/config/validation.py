@@ -101,8 +101,9 @@ def check_distribution(trainer: Any) -> None:
         )
     if getattr(trainer.shard_policy, "value", trainer.shard_policy) == "file":
         raise TapefitError(
-            "trainer.shard_policy=file splits the input files among workers, but tapefit's "
-            "datasets are in-memory arrays: use auto or data"
+            "trainer.shard_policy=file (each worker reading its own files) is not supported "
+            "yet: use data (every worker reads all the data and keeps its share of each "
+            "batch) or auto"
         )
     if strategy == "multi_worker":
         check_tf_config()
