@@ -92,6 +92,7 @@ def test_a_stream_reads_every_row_once_per_epoch_in_a_new_seeded_order(corpus, c
     assert Counter(first) == expected == Counter(second)
     assert first != second  # reshuffled each epoch
     assert epoch_rows(build_data(cfg).train) == first  # from the seed
+    assert epoch_rows(data.rebuilt(16).train) == first  # a sweep's trial sees a fresh run's
     assert data.read_counts() == {"train_rows_read": 120, "skipped_lines": 0}
 
 

@@ -9,7 +9,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -114,25 +113,27 @@ class StreamedPairData(PairData):
     batch_size: int = 64
 
     def training_texts(self) -> np.ndarray:
+        """The texts of the vocabulary sample (not the whole stream), to adapt on."""
         texts_a, texts_b, _ = self.vocabulary_sample
         return np.concatenate([texts_a, texts_b])
 
     def rebuilt(self, batch_size: int) -> StreamedPairData:
-        """A new stream over the same files (a first epoch's order again), another batch."""
+        """A new stream over the same files, another batch size; the sample is drawn again,
+        so the stream's order is the one a fresh run sees (a sweep's trial = its re-run)."""
         return streamed_pair_data(
             self.train_files,
-            {name: split for name, split in self.splits.items()},
+            dict(self.splits),
             self.reader.spec,
             batch_size=batch_size,
             seed=self.seed,
             shuffle_buffer=self.shuffle_buffer,
-            vocabulary_sample=self.vocabulary_sample,
+            vocabulary_pairs=len(self.vocabulary_sample[2]),
             held_out_skipped=self.skipped_lines,
         )
 
     def read_counts(self) -> dict[str, int]:
-        """For `metrics.json`: training rows in the files read to their end (this worker's,
-        under file sharding), and bad lines skipped there and in the held-out files."""
+        """For `metrics.json`: training rows in the files read to their end, and bad lines
+        skipped there and in the held-out files."""
         counts = self.reader.counts.values()
         return {
             "train_rows_read": sum(count.rows for count in counts),
@@ -152,25 +153,22 @@ def streamed_pair_data(
     batch_size: int,
     seed: int,
     shuffle_buffer: int,
-    vocabulary_sample: Any = None,
     vocabulary_pairs: int = 100_000,
     held_out_skipped: int = 0,
 ) -> StreamedPairData:
     """The training stream over `train_files`, in-memory pipelines over `held_out` (val, and
-    test if given), and the vocabulary sample (drawn here unless given)."""
+    test if given), and the vocabulary sample: the stream's first `vocabulary_pairs` rows."""
     reader = StreamReader(spec)
     rows = reader.dataset(train_files, seed, shuffle_buffer)
-    if vocabulary_sample is None:
-        try:
-            vocabulary_sample = sample_rows(rows, vocabulary_pairs)
-        except tf.errors.OpError:
-            if reader.failure is None:
-                raise
-            failure = reader.failure
-        else:
-            failure = None
-        if failure is not None:  # the reader's own one-line error, not tf.data's wrapping
-            raise failure
+    failure = None
+    try:
+        vocabulary_sample = sample_rows(rows, vocabulary_pairs)
+    except tf.errors.OpError:
+        if reader.failure is None:
+            raise
+        failure = reader.failure
+    if failure is not None:  # the reader's own one-line error, not tf.data's wrapping
+        raise failure
     pipelines = {
         name: batched(
             tf.data.Dataset.from_tensor_slices((a.astype(str), b.astype(str), labels)),
