@@ -307,3 +307,48 @@ def test_auto_and_devices_pick_the_strategy_from_what_the_machine_has():
     assert chosen.extended.worker_devices[0].endswith("CPU:1")
     pinned = make_strategy("one_device", ["cpu:1"])
     assert pinned.extended.worker_devices[0].endswith("CPU:1")
+
+
+def test_with_shard_policy_file_each_worker_streams_its_own_files(tmp_path):
+    """Four pair shards of uneven length (200, 200, 200, 100 rows), two workers: each reads
+    two of them, disjoint, every row once; both end with the same weights."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]
+
+    def rows(count):
+        return [
+            f"{' '.join(rng.choice(words, 4))}\t{' '.join(rng.choice(words, 4))}\t"
+            f"{rng.integers(0, 6)}\n"
+            for _ in range(count)
+        ]
+
+    for index, count in enumerate((200, 200, 200, 100)):
+        (shards / f"part-{index}.tsv").write_text("text1\ttext2\tlabel\n" + "".join(rows(count)))
+    (tmp_path / "dev.tsv").write_text("text1\ttext2\tlabel\n" + "".join(rows(60)))
+    run_dir = tmp_path / "run"
+    overrides = [
+        "experiment=siamese",
+        "data=pairs_file",
+        f"data.train_path={shards / '*.tsv'}",
+        f"data.validation_path={tmp_path / 'dev.tsv'}",
+        "data.stream=true",
+        "data.batch_size=20",
+        "data.vocabulary_pairs=100",
+        "model.encoder.units=8",
+        "model.encoder.recurrent_dropout=0",
+        "trainer.shard_policy=file",
+        "trainer.epochs=2",
+        *COMMON,
+    ]
+    result = launch(overrides, run_dir)
+    assert result.returncode == 0, result.stdout[-3000:]
+    logs = [(run_dir / name).read_text() for name in ("tapefit.log", "worker1.log")]
+    files = [re.search(r"reads 2 training files: (.*)", log).group(1) for log in logs]
+    assert files[0].count("part-0.tsv") + files[0].count("part-2.tsv") == 2
+    assert files[1].count("part-1.tsv") + files[1].count("part-3.tsv") == 2
+    read = [int(re.search(r"this worker read (\d+) training rows", log).group(1)) for log in logs]
+    assert read == [400, 300]
+    assert digest(logs[0]) == digest(logs[1])
+    assert json.loads((run_dir / "metrics.json").read_text())["train_rows_read"] == 400

@@ -84,7 +84,7 @@ def check_tf_config() -> None:
         ) from None
 
 
-def check_distribution(trainer: Any) -> None:
+def check_distribution(trainer: Any, streamed: bool = False) -> None:
     """Strategy, devices and sharding that can run together, and TF_CONFIG where it matters."""
     devices = device_names(trainer.devices)
     strategy = str(getattr(trainer.strategy, "value", trainer.strategy))
@@ -99,11 +99,10 @@ def check_distribution(trainer: Any) -> None:
             f"trainer.strategy=one_device takes one device, got {len(devices)}: use "
             "trainer.strategy=mirrored for several"
         )
-    if getattr(trainer.shard_policy, "value", trainer.shard_policy) == "file":
+    if getattr(trainer.shard_policy, "value", trainer.shard_policy) == "file" and not streamed:
         raise TapefitError(
-            "trainer.shard_policy=file (each worker reading its own files) is not supported "
-            "yet: use data (every worker reads all the data and keeps its share of each "
-            "batch) or auto"
+            "trainer.shard_policy=file gives each worker its own training files: it needs data "
+            "read from files as a stream (data=pairs_file data.stream=true); use data or auto"
         )
     if strategy == "multi_worker":
         check_tf_config()
@@ -204,7 +203,7 @@ def check_config(cfg: Any) -> None:
                 f"callbacks.extra.{name} needs _target_: the Keras callback class to build"
             )
         checked_target(node, f"callbacks.extra.{name}")
-    check_distribution(trainer)
+    check_distribution(trainer, streamed=bool(cfg.data.get("stream", False)))
     family = family_for(cfg)
     family.check(cfg)
     family.check_data(cfg)

@@ -5,6 +5,7 @@ validation and test files, which the whole-split metrics need, are held in memor
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -131,10 +132,25 @@ class StreamedPairData(PairData):
             held_out_skipped=self.skipped_lines,
         )
 
+    def sharded_by_file(self, workers: int, index: int) -> StreamedPairData:
+        """The training stream over this worker's share of the files (every `workers`-th,
+        from `index`), for `trainer.shard_policy=file`."""
+        mine = self.train_files[index::workers]
+        if not mine:
+            raise TapefitError(
+                f"trainer.shard_policy=file: {len(self.train_files)} training files cannot feed "
+                f"{workers} workers: split the data into at least {workers} files, or use "
+                "trainer.shard_policy=data"
+            )
+        rows = self.reader.dataset(mine, self.seed, self.shuffle_buffer)
+        return dataclasses.replace(self, train=batched(rows, self.batch_size), train_files=mine)
+
     def read_counts(self) -> dict[str, int]:
         """For `metrics.json`: training rows in the files read to their end, and bad lines
         skipped there and in the held-out files."""
-        counts = self.reader.counts.values()
+        counts = [
+            self.reader.counts[str(f)] for f in self.train_files if str(f) in self.reader.counts
+        ]
         return {
             "train_rows_read": sum(count.rows for count in counts),
             "skipped_lines": self.skipped_lines + sum(len(c.skipped) for c in counts),

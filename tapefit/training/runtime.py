@@ -155,6 +155,17 @@ def lost_worker_error(error: tf.errors.OpError) -> TapefitError:
     )
 
 
+def worker_position(strategy: tf.distribute.Strategy) -> tuple[int, int]:
+    """(how many workers, this one's index) in a multi-worker cluster: the chief first, then
+    the workers in their order."""
+    resolver = strategy.cluster_resolver
+    cluster = resolver.cluster_spec().as_dict()
+    chiefs = len(cluster.get("chief", []))
+    workers = chiefs + len(cluster.get("worker", []))
+    index = 0 if resolver.task_type == "chief" else chiefs + int(resolver.task_id)
+    return workers, index
+
+
 def shard_options(policy: str) -> tf.data.Options:
     """tf.data options that split a dataset across workers by `policy` (ShardPolicy)."""
     options = tf.data.Options()

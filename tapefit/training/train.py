@@ -67,6 +67,7 @@ from tapefit.training.runtime import (
     seed_everything,
     set_precision,
     shard_options,
+    worker_position,
     writes_run_dir,
 )
 
@@ -91,15 +92,22 @@ def build_data(cfg: Any) -> Any:
     return family_for(cfg).build_data(cfg)
 
 
-def sharded(data: Any, policy: str) -> Any:
-    """`data` whose splits are divided among the workers by `policy` (trainer.shard_policy)."""
-    options = shard_options(policy)
-    splits = {name: getattr(data, name) for name in ("train", "val", "test")}
+def sharded(data: Any, policy: str, strategy: tf.distribute.Strategy) -> Any:
+    """`data` whose splits are divided among the workers by `policy` (trainer.shard_policy).
+    `file`: this worker's training stream reads only its own files (no further split), and
+    the held-out splits are split by element."""
+    options = {name: shard_options(policy) for name in ("train", "val", "test")}
+    if policy == "file":
+        workers, index = worker_position(strategy)
+        data = data.sharded_by_file(workers, index)
+        log.info("this worker reads %d training files: %s", len(data.train_files), data.train_files)
+        options = {"train": shard_options("off"), "val": shard_options("data")}
+        options["test"] = options["val"]
     return dataclasses.replace(
         data,
         **{
-            name: None if split is None else split.with_options(options)
-            for name, split in splits.items()
+            name: None if getattr(data, name) is None else getattr(data, name).with_options(option)
+            for name, option in options.items()
         },
     )
 
@@ -247,6 +255,8 @@ def finalize(
     results = to_builtin(results)
     if cfg.trainer.strategy == "multi_worker":
         log.info("final weights digest: %s (the same on every worker)", weights_digest(model))
+        if "train_rows_read" in results:
+            log.info("this worker read %d training rows", results["train_rows_read"])
     if cfg.trainer.save_model:
         save_model(model, run_dir / "model.keras")
     write_json(run_dir / "metrics.json", results)
@@ -279,7 +289,7 @@ def train(
     strategy = prepare(cfg)
     data = (load_data or build_data)(cfg)
     if cfg.trainer.strategy == "multi_worker":
-        data = sharded(data, cfg.trainer.shard_policy)
+        data = sharded(data, cfg.trainer.shard_policy, strategy)
     try:
         return train_on(cfg, data, run_dir, callbacks, stopper, strategy, warm_start, started)
     except tf.errors.OpError as error:
