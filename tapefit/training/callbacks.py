@@ -16,6 +16,32 @@ MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
 HIGHER_IS_BETTER = ("accuracy", "acc", "auc", "pearson", "spearman", "best_accuracy")
 
 
+class StepProgbar(keras.callbacks.ProgbarLogger):
+    """Keras' progress bar, ending at N/N: with `steps_per_execution` > 1 Keras reports each
+    execution's last step as if it were full, so an epoch of 39 steps at 8 per execution
+    ends at `40/39`, and a stream of unknown length would keep that count as its size. The
+    count is capped by the epoch's steps, or by the optimizer steps taken (and skipped) when
+    the length is unknown. Taken as the run's progress bar, Keras adds no other."""
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self.steps_at_epoch_start = self.steps_taken()
+        super().on_epoch_begin(epoch, logs)
+
+    def steps_taken(self) -> int:
+        """Optimizer steps applied or skipped (by `trainer.on_nonfinite=skip`) so far."""
+        state = getattr(self.model, "_step_state", None)
+        skipped = int(state.skipped_steps.numpy()) if state is not None else 0
+        return int(self.model.optimizer.iterations.numpy()) + skipped
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        done = batch + 1
+        if self.target is not None:
+            done = min(done, self.target)
+        else:
+            done = min(done, max(self.steps_taken() - self.steps_at_epoch_start, 1))
+        super().on_train_batch_end(done - 1, logs)
+
+
 def resolve_mode(monitor: str, mode: str) -> str:
     """`mode` as configured, or `max`/`min` from the metric's name when it is `auto`."""
     mode = MonitorMode(mode).value

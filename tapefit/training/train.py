@@ -26,7 +26,7 @@ from tapefit.families import family_for
 from tapefit.step.monitor import NonFiniteGuard
 from tapefit.training.building import build_before_training
 from tapefit.training.callback_state import CarryCallbackStates
-from tapefit.training.callbacks import build_callbacks
+from tapefit.training.callbacks import StepProgbar, build_callbacks
 from tapefit.training.checkpoints import (
     EpochCheckpoint,
     RestoreMetrics,
@@ -155,6 +155,8 @@ def fit(
         cfg.callbacks, run_dir, before_writers=extra_callbacks, append=append
     )
     callbacks.append(EpochLog())
+    if cfg.trainer.verbose:
+        callbacks.append(StepProgbar())
     for callback in callbacks:  # those that save or carry the others' state
         if hasattr(callback, "use_callbacks"):
             callback.use_callbacks(callbacks)
