@@ -45,6 +45,7 @@ LAYERS = [
         "training.preemption",
         "training.resume",
         "training.objective",
+        "training.selection",
         "training.outputs",
         "training.checkpoints",
         "training.callback_state",

@@ -1,6 +1,10 @@
 """What a person reads while and after a run: the progress bar, curves.png, TensorBoard's
 scalars and HParams sessions, the weights the test metrics come from (issue 22)."""
 
+import json
+import os
+import signal
+
 import keras
 import numpy as np
 import pytest
@@ -64,3 +68,87 @@ def test_keras_own_progress_bar_counts_past_the_end_there():
             thirty_nine_batches(known_length), epochs=2, verbose=1, callbacks=[progbar]
         )
         assert (40, 39 if known_length else 40) in progbar.shown
+
+
+SELECTION = [
+    "model.architecture=mlp",
+    "objective=val_loss",
+    "optimizer.learning_rate=0.05",  # too high on purpose: val_loss is best early, then rises
+    "trainer.epochs=6",
+    "trainer.verbose=0",
+    "data.train_limit=320",
+]
+
+
+class StopAt(keras.callbacks.Callback):
+    """SIGINT to this process at the end of epoch `epoch` (1-based): the run checkpoints and
+    stops, as a preempted run does."""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch + 1 == self.epoch:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+@pytest.fixture(scope="module")
+def selected_runs(tmp_path_factory):
+    """The same run tested with the best epoch's weights (default), with the last epoch's,
+    and stopped after epoch 4 then resumed (default)."""
+    from tapefit.config.composition import compose
+    from tapefit.training.lifecycle import RunInterrupted
+    from tapefit.training.train import run
+
+    runs = {}
+    for name, extra in (("best", []), ("last", ["trainer.test_weights=last"])):
+        runs[name] = tmp_path_factory.mktemp(name)
+        run(compose([*SELECTION, *extra]), runs[name])
+    runs["resumed"] = tmp_path_factory.mktemp("resumed")
+    with pytest.raises(RunInterrupted):
+        run(compose(SELECTION), runs["resumed"], callbacks=[StopAt(4)])
+    run(compose([*SELECTION, "resume=true"]), runs["resumed"])
+    return runs
+
+
+def read(run_dir, name):
+    return json.loads((run_dir / name).read_text())
+
+
+def test_the_tested_and_saved_model_is_the_one_the_objective_selects(selected_runs):
+    from tapefit.config.composition import compose
+    from tapefit.training.train import build_data
+
+    best, last = (
+        read(selected_runs["best"], "metrics.json"),
+        read(selected_runs["last"], "metrics.json"),
+    )
+    history = read(selected_runs["best"], "history.json")
+    assert history == read(selected_runs["last"], "history.json")  # the same training
+    epoch = best["objective_epoch"]
+    assert epoch < best["epochs_run"] == 6, "the setup must make an earlier epoch the best"
+    assert (best["tested_weights"], best["tested_epoch"]) == ("best", epoch)
+    assert (last["tested_weights"], last["tested_epoch"]) == ("last", 6)
+    assert best["test_loss"] != last["test_loss"]
+    # model.keras holds that epoch's weights: on the validation split it gives that epoch's
+    # val_loss, and the last-weights run's model gives the last epoch's
+    data = build_data(compose(SELECTION))
+    for run_dir, index in ((selected_runs["best"], epoch - 1), (selected_runs["last"], 5)):
+        model = keras.models.load_model(run_dir / "model.keras")
+        val_loss = model.evaluate(data.val, verbose=0, return_dict=True)["loss"]
+        assert val_loss == pytest.approx(history["val_loss"][index], rel=1e-5)
+
+
+def test_a_resumed_run_still_selects_the_best_epoch_from_before_the_stop(selected_runs):
+    best, resumed = selected_runs["best"], selected_runs["resumed"]
+    assert read(best, "metrics.json")["objective_epoch"] <= 4, (
+        "the best epoch must precede the stop"
+    )
+    for key in ("tested_epoch", "tested_weights", "test_loss", "test_accuracy"):
+        assert read(resumed, "metrics.json")[key] == read(best, "metrics.json")[key]
+    expected = keras.models.load_model(best / "model.keras").get_weights()
+    for actual, wanted in zip(
+        keras.models.load_model(resumed / "model.keras").get_weights(), expected, strict=True
+    ):
+        np.testing.assert_array_equal(actual, wanted)

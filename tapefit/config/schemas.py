@@ -62,6 +62,13 @@ class MonitorMode(str, Enum):
     max = "max"
 
 
+class TestWeights(str, Enum):
+    """Which weights the test split is evaluated with and `model.keras` holds."""
+
+    best = "best"  # the epoch the objective selects (objective_mode=best), as Lightning's ckpt
+    last = "last"  # the last epoch trained
+
+
 class UpdateFreq(str, Enum):
     """When the TensorBoard callback writes the training scalars."""
 
@@ -102,6 +109,10 @@ class TrainerConfig:
     shard_policy: ShardPolicy = ShardPolicy.auto  # multi_worker: how the data is split
     deterministic: bool = False  # TF op determinism: reproducible, slower
     save_model: bool = True
+    # The test metrics and model.keras come from the objective's best epoch (best) or the last.
+    test_weights: TestWeights = TestWeights.best
+    # Also write export/: a SavedModel for serving (Keras' model.export), loadable without tapefit.
+    export: bool = False
     checkpoints: bool = True  # a checkpoint per epoch (last 2 kept) so resume=true can continue
     checkpoint_every_steps: int | None = None  # also mid-epoch, every N optimizer steps
     # SIGINT/SIGTERM/SIGUSR1 write a checkpoint of the steps done, then stop (exit 128+signal).

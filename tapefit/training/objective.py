@@ -28,7 +28,8 @@ def check_objective(name: str, logged: set[str], test_metrics: set[str]) -> None
 def objective_value(
     name: str, mode: str, history: dict[str, list[float]], metrics: dict[str, Any]
 ) -> tuple[float, int | None]:
-    """The objective's value and the (1-based) epoch it comes from (None for a test metric)."""
+    """The objective's value and the (1-based) epoch it comes from (None for a test metric);
+    of equal values, the first epoch's, as `BestEpochWeights` keeps them."""
     if name.startswith("test_"):
         return float(metrics[name]), None
     values = [math.nan if v is None else float(v) for v in history.get(name, [])]
@@ -39,6 +40,6 @@ def objective_value(
     finite = [(v, i) for i, v in enumerate(values) if math.isfinite(v)]
     if not finite:
         return math.nan, None
-    pick = max if resolve_mode(name, "auto") == "max" else min
-    value, index = pick(finite)
+    sign = -1.0 if resolve_mode(name, "auto") == "max" else 1.0
+    value, index = min(finite, key=lambda pair: (sign * pair[0], pair[1]))  # first best epoch
     return value, index + 1

@@ -70,6 +70,7 @@ from tapefit.training.runtime import (
     worker_position,
     writes_run_dir,
 )
+from tapefit.training.selection import selector, use_selected_weights
 
 log = logging.getLogger("tapefit")
 
@@ -231,8 +232,10 @@ def finalize(
     history: dict[str, list[float]],
     run_dir: Path,
     timings: dict[str, float],
+    tested: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate on the test split, write history, curves, model and metrics; return metrics.
+    `tested` says whose weights `model` holds (`use_selected_weights`; default: the last).
 
     `model.keras` and `metrics.json` come last: only a run that got this far has them.
     """
@@ -343,6 +346,8 @@ def train_on(
                 rewrite_csv(run_dir / cfg.callbacks.csv_logger.filename, epochs)
             if cfg.callbacks.tensorboard.enabled:
                 fill_tensorboard(run_dir / "tensorboard", epochs)
+    chosen = selector(cfg, objective_name(cfg, family_for(cfg).default_objective(cfg)))
+    kept = [chosen] if chosen is not None else []  # before the checkpointer: it saves its state
     checkpointer = EpochCheckpoint(
         checkpoints,
         {"config": config_snapshot(cfg)},
@@ -354,7 +359,7 @@ def train_on(
     if cfg.trainer.checkpoint_on_signal and cfg.trainer.checkpoints:
         stopper.checkpoint = checkpointer  # a signal writes a checkpoint before the stop
     carry = CarryCallbackStates(*callback_states)  # before the checkpointer, after monitors
-    extra = [carry, checkpointer, stopper, *(callbacks or [])]
+    extra = [carry, *kept, checkpointer, stopper, *(callbacks or [])]
     append = bool(epochs)
     if steps_in and done < cfg.trainer.epochs:
         # The rest of the interrupted epoch, on its own: the same shuffle, its first
@@ -366,7 +371,14 @@ def train_on(
             model,
             data,
             run_dir,
-            [carry, RestoreMetrics(metric_states), checkpointer, stopper, *(callbacks or [])],
+            [
+                carry,
+                RestoreMetrics(metric_states),
+                *kept,
+                checkpointer,
+                stopper,
+                *(callbacks or []),
+            ],
             done,
             append,
             epochs=done + 1,
@@ -389,7 +401,10 @@ def train_on(
             unknown_length=unknown_length,
         )
     timings = {"started": started, "train_time_s": time.perf_counter() - started}
-    return finalize(cfg, model, data, history_lists(checkpointer.history), run_dir, timings)
+    with strategy.scope():
+        tested = use_selected_weights(model, chosen)
+    history = history_lists(checkpointer.history)
+    return finalize(cfg, model, data, history, run_dir, timings, tested)
 
 
 def run(
