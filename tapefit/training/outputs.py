@@ -107,25 +107,80 @@ def write_json(path: Path, data: Any) -> Path:
     return atomic_write(path, lambda file: file.write(text))
 
 
-def plot_curves(history: dict[str, list[float]], path: Path) -> Path:
-    """One panel per metric, train against validation, one point per epoch."""
+def curve_panels(history: dict[str, list[float]]) -> list[tuple[str, list[str]]]:
+    """(title, series) per panel: every logged metric with its `val_` counterpart, a validation
+    metric without a training one (the Siamese `val_spearman`) on its own, and the learning
+    rate or skipped steps only when they changed."""
+    panels: dict[str, list[str]] = {}
+    for key in history:
+        name = key.removeprefix("val_")
+        panels.setdefault(name, [])
+        panels[name].append(key)
+    changing = {k for k, v in history.items() if len({x for x in v if x is not None}) > 1}
+    quiet = ("learning_rate", "skipped_steps")
+    return [
+        (name, sorted(keys, key=lambda k: k.startswith("val_")))
+        for name, keys in panels.items()
+        if name not in quiet or set(keys) & changing
+    ]
+
+
+def curves_figure(
+    history: dict[str, list[float]], objective: str | None = None, best_epoch: int | None = None
+) -> Any:
+    """The figure of `curve_panels`, epochs numbered from 0 as History, `history.csv` and
+    TensorBoard number them; `best_epoch` (counted from 1, as `objective_epoch`) is marked on
+    every panel, and the objective's value there on its own panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    names = [k for k in history if not k.startswith("val_") and k != "learning_rate"]
-    figure, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.6), squeeze=False)
-    for axis, name in zip(axes[0], names, strict=True):
-        epochs = np.arange(1, len(history[name]) + 1)
-        axis.plot(epochs, history[name], marker="o", label="train")
-        if f"val_{name}" in history:
-            axis.plot(epochs, history[f"val_{name}"], marker="o", label="validation")
+    panels = curve_panels(history)
+    columns = min(3, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.5 * columns, 3.4 * rows), squeeze=False)
+    for axis in axes.flat[len(panels) :]:
+        axis.set_visible(False)
+    for axis, (name, series) in zip(axes.flat, panels, strict=False):
+        for key in series:
+            values = [math.nan if v is None else v for v in history[key]]
+            label = "validation" if key.startswith("val_") else "train"
+            color = "C1" if label == "validation" else "C0"  # the same colours on every panel
+            axis.plot(np.arange(len(values)), values, "o-", markersize=3, color=color, label=label)
+        if best_epoch is not None:
+            axis.axvline(best_epoch - 1, color="grey", linestyle="--", linewidth=1)
+            if objective in series:
+                value = history[objective][best_epoch - 1]
+                axis.plot(
+                    [best_epoch - 1],
+                    [value],
+                    marker="*",
+                    markersize=12,
+                    color="black",
+                    linestyle="none",
+                    label=f"selected: epoch {best_epoch - 1}",
+                )
         axis.set_title(name)
         axis.set_xlabel("epoch")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
-        axis.legend()
+        axis.legend(fontsize="small")
     figure.tight_layout()
+    return figure
+
+
+def plot_curves(
+    history: dict[str, list[float]],
+    path: Path,
+    objective: str | None = None,
+    best_epoch: int | None = None,
+) -> Path:
+    """Write `curves_figure` to `path` (PNG), atomically."""
+    import matplotlib.pyplot as plt
+
+    figure = curves_figure(history, objective, best_epoch)
     atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=110), mode="wb")
     plt.close(figure)
     return path

@@ -240,8 +240,6 @@ def finalize(
     `model.keras` and `metrics.json` come last: only a run that got this far has them.
     """
     write_json(run_dir / "history.json", history)
-    if history:
-        plot_curves(history, run_dir / "curves.png")
     test = {} if data.test is None else model.evaluate(data.test, verbose=0, return_dict=True)
     results = {f"test_{name}": value for name, value in test.items()}
     results.update(family_for(cfg).report(model, data, run_dir))
