@@ -251,10 +251,14 @@ def finalize(
         objective_value=value,
         objective_epoch=epoch,
         epochs_run=len(next(iter(history.values()), [])),
+        **(tested or {"tested_weights": "last"}),
         train_time_s=timings["train_time_s"],
         wall_time_s=time.perf_counter() - timings["started"],
         samples=data.sizes,
     )
+    results.setdefault("tested_epoch", results["epochs_run"] or None)
+    if history:
+        plot_curves(history, run_dir / "curves.png", name, epoch)
     results = to_builtin(results)
     if cfg.trainer.strategy == "multi_worker":
         log.info("final weights digest: %s (the same on every worker)", weights_digest(model))
