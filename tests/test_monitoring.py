@@ -187,3 +187,59 @@ def test_a_changing_learning_rate_gets_its_panel():
 
     panels = curve_panels({"loss": [1.0, 0.5], "learning_rate": [0.1, 0.05]})
     assert panels == [("loss", ["loss"]), ("learning_rate", ["learning_rate"])]
+
+
+def layer_configs(model: keras.Model) -> str:
+    """Every layer's config inside `model`: what the model is made of, minus its own config
+    (which echoes every constructor argument, used or not)."""
+
+    def unnamed(node):  # Keras numbers layer names per process: dense_3, dense_4, ...
+        if isinstance(node, dict):
+            return {k: unnamed(v) for k, v in node.items() if k != "name"}
+        return [unnamed(v) for v in node] if isinstance(node, list) else node
+
+    layers = [keras.saving.serialize_keras_object(layer) for layer in model._flatten_layers(False)]
+    return json.dumps(unnamed(layers), sort_keys=True, default=str)
+
+
+@pytest.mark.parametrize("experiment", ["classifier", "siamese"])
+def test_every_shipped_search_entry_changes_the_model_wherever_it_is_active(compose, experiment):
+    """A searched model key must change the model in every trial it is active in: the MLP has
+    no dropout layer, so `model.dropout` is searched only `when` the architecture is `cnn`."""
+    from tapefit.families import family_for
+    from tapefit.sweeps.search_space import active_values, apply_values, declare
+
+    cfg = compose([f"experiment={experiment}", "tune=random"])
+    space = cfg.tune.space
+    family = family_for(cfg)
+    data = family.build_data(cfg)
+    hp = declare(space)
+    parents = [name for name, entry in space.items() if entry.type in ("choice", "bool")]
+    checked = 0
+    for name, entry in space.items():
+        if not name.startswith("model."):
+            continue
+        extremes = {
+            "float": (entry.min, entry.max),
+            "int": (entry.min, entry.max),
+            "choice": (entry["values"][0], entry["values"][-1]) if entry["values"] else (),
+            "bool": (False, True),
+        }[entry.type.value]
+        for parent in [p for p in parents if p != name] or [None]:
+            # every value of every choice the entry could meet
+            choices = [None] if parent is None else hp_choices(space[parent])
+            for choice in choices:
+                setting = {} if parent is None else {parent: choice}
+                hp.values.update(setting, **{name: extremes[0]})
+                if name not in active_values(hp, space):
+                    continue
+                low, high = (apply_values(cfg, {**setting, name: value}) for value in extremes)
+                assert layer_configs(family.model(low, data)) != layer_configs(
+                    family.model(high, data)
+                ), f"{name} has no effect when {parent}={choice}"
+                checked += 1
+    assert checked >= len([name for name in space if name.startswith("model.")])
+
+
+def hp_choices(entry) -> list:
+    return list(entry["values"]) if entry.type.value == "choice" else [False, True]
