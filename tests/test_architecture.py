@@ -39,6 +39,7 @@ LAYERS = [
     {"config.schemas", "config.targets"},
     {
         "training.runtime",
+        "training.tensorboard",
         "training.callbacks",
         "training.optimizers",
         "training.lifecycle",

@@ -52,10 +52,45 @@ def test_rows_count_optimizer_steps_even_with_steps_per_execution(tmp_path):
     # Keras calls back after every 4 steps; a row is written at the first call past each 10.
     assert steps == [12, 20, 32, 40]
     assert all(float(row["learning_rate"]) == pytest.approx(0.01) for row in rows)
-    assert all(float(row["loss_scale"]) == 1.0 and row["skipped_steps"] == "0" for row in rows)
+    # float32, no skipping: no loss-scale or skipped-step column, which could never change
+    assert all(set(row) == {"step", "gradient_norm", "learning_rate"} for row in rows)
     written = scalar_tags(tmp_path / "train")
     np.testing.assert_allclose(
         written["step/gradient_norm"], [float(r["gradient_norm"]) for r in rows], rtol=1e-6
+    )
+
+
+def series_descriptions(log_dir):
+    """tag -> the description its TensorBoard card shows."""
+    found = {}
+    for events in log_dir.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                if value.metadata.summary_description:
+                    found[value.tag] = value.metadata.summary_description
+    return found
+
+
+def test_loss_scale_and_skips_are_written_when_they_can_change_and_every_series_says_what_it_is(
+    tmp_path,
+):
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    model = dense_model()
+    model.compile(optimizer="sgd", loss="mse", gradient_telemetry="norm", on_nonfinite="skip")
+    callback = StepTelemetry(tmp_path, every_n_steps=2, csv_path=tmp_path / "s.csv")
+    model.fit(x, x.sum(axis=1), batch_size=8, epochs=1, verbose=0, callbacks=[callback])
+    with (tmp_path / "s.csv").open() as file:
+        rows = list(csv.DictReader(file))
+    assert set(rows[0]) == {"step", "gradient_norm", "learning_rate", "loss_scale", "skipped_steps"}
+    scales = [float(row["loss_scale"]) for row in rows]  # from 2**15, halved on overflows
+    assert all(scale <= 2.0**15 and np.log2(scale).is_integer() for scale in scales)
+    assert rows[-1]["skipped_steps"] == "0"
+    descriptions = series_descriptions(tmp_path / "train")
+    assert set(descriptions) == {f"step/{name}" for name in set(rows[0]) - {"step"}}
+    assert (
+        "a sample every every_n_steps steps, not a window mean"
+        in descriptions["step/gradient_norm"]
     )
 
 
@@ -134,9 +169,8 @@ def test_a_tensorboard_server_serves_the_step_scalars(finished_run):
             except OSError:
                 pass
             time.sleep(0.5)
-        assert {"step/gradient_norm", "step/learning_rate", "step/skipped_steps"} <= set(
-            tags["train"]
-        )
+        assert {"step/gradient_norm", "step/learning_rate"} <= set(tags["train"])
+        assert not {"step/loss_scale", "step/skipped_steps"} & set(tags["train"])
         query = urllib.parse.urlencode({"run": "train", "tag": "step/gradient_norm"})
         served = get_json(f"{base}/scalars?{query}")
     finally:

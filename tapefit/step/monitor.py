@@ -14,6 +14,16 @@ from tapefit.errors import TapefitError
 from tapefit.step.tools import GradientTelemetry, is_loss_scaled
 
 TELEMETRY_FIELDS = ("step", "gradient_norm", "learning_rate", "loss_scale", "skipped_steps")
+# What each series is, shown on its TensorBoard card.
+DESCRIPTIONS = {
+    "gradient_norm": "Global L2 norm of the gradients of the one optimizer step written (before "
+    "clipping, loss scaling undone): a sample every every_n_steps steps, not a window mean.",
+    "learning_rate": "The optimizer's learning rate at this step.",
+    "loss_scale": "LossScaleOptimizer's dynamic loss scale (mixed_float16): halves on an "
+    "overflowing step, doubles after 2000 good ones.",
+    "skipped_steps": "Optimizer steps skipped so far because the loss or gradients were NaN/inf "
+    "(trainer.on_nonfinite=skip).",
+}
 
 
 def _step_state(model: keras.Model) -> Any:
@@ -28,9 +38,11 @@ def _step_state(model: keras.Model) -> Any:
 
 class StepTelemetry(keras.callbacks.Callback):
     """Every `every_n_steps` optimizer steps, write the gradient norm, learning rate, loss
-    scale (mixed_float16) and skipped-step count to TensorBoard (`<log_dir>/train`, tags
-    `step/...`, x-axis = optimizer steps) and as a row of `csv_path`; gradient histograms too
-    when the model was compiled with `gradient_telemetry="histograms"`.
+    scale and skipped-step count to TensorBoard (`<log_dir>/train`, tags `step/...`, x-axis =
+    optimizer steps) and as a row of `csv_path`; gradient histograms too when the model was
+    compiled with `gradient_telemetry="histograms"`. The loss scale is written only under
+    loss scaling (mixed_float16) and the skipped steps only with `on_nonfinite="skip"`: in
+    other runs they could never change.
 
     With `steps_per_execution > 1` Keras calls back once per execution, so a row is written at
     the first execution end at or past each multiple of `every_n_steps`, labelled with the
@@ -54,6 +66,12 @@ class StepTelemetry(keras.callbacks.Callback):
                 "'histograms'"
             )
         self.state = state
+        self.fields = [
+            name
+            for name in TELEMETRY_FIELDS
+            if (name != "loss_scale" or is_loss_scaled(self.model.optimizer))
+            and (name != "skipped_steps" or self.model._on_nonfinite.value == "skip")
+        ]
         self.writer = tf.summary.create_file_writer(str(self.log_dir / "train"))
         self.last_step = int(self.model.optimizer.iterations.numpy())
         self.rows: list[dict[str, float]] = []
@@ -65,19 +83,19 @@ class StepTelemetry(keras.callbacks.Callback):
             "step": int(optimizer.iterations.numpy()),
             "gradient_norm": float(self.state.gradient_norm.numpy()),
             "learning_rate": float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
-            "skipped_steps": int(self.state.skipped_steps.numpy()),
         }
-        row["loss_scale"] = (
-            float(optimizer.dynamic_scale.numpy()) if is_loss_scaled(optimizer) else 1.0
-        )
+        if "skipped_steps" in self.fields:
+            row["skipped_steps"] = int(self.state.skipped_steps.numpy())
+        if "loss_scale" in self.fields:
+            row["loss_scale"] = float(optimizer.dynamic_scale.numpy())
         return row
 
     def write(self) -> None:
         """Write the current values at the current optimizer step."""
         row = self.values()
         with self.writer.as_default(step=row["step"]):
-            for name in TELEMETRY_FIELDS[1:]:
-                tf.summary.scalar(f"step/{name}", row[name])
+            for name in self.fields[1:]:
+                tf.summary.scalar(f"step/{name}", row[name], description=DESCRIPTIONS[name])
             for path, gradient in self.state.gradients.items():
                 tf.summary.histogram(f"gradient/{path}", gradient)
         self.rows.append(row)
@@ -103,7 +121,7 @@ class StepTelemetry(keras.callbacks.Callback):
             self.csv_path.parent.mkdir(parents=True, exist_ok=True)
             new = not self.csv_path.exists()
             with self.csv_path.open("a", newline="") as file:
-                writer = csv.DictWriter(file, fieldnames=TELEMETRY_FIELDS)
+                writer = csv.DictWriter(file, fieldnames=self.fields)
                 if new:
                     writer.writeheader()
                 writer.writerows(self.rows)

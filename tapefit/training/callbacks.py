@@ -10,6 +10,7 @@ import keras
 from tapefit.config.schemas import MonitorMode
 from tapefit.config.targets import instantiate
 from tapefit.step.monitor import StepTelemetry
+from tapefit.training.tensorboard import StepTensorBoard
 
 MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
 # Metrics where higher is better; Keras' mode="auto" guesses "min" for names it does not know.
@@ -67,7 +68,7 @@ def build_callbacks(
     writers: list[keras.callbacks.Callback] = []
     if cfg.tensorboard.enabled:
         writers.append(
-            keras.callbacks.TensorBoard(
+            StepTensorBoard(
                 log_dir=str(run_dir / "tensorboard"),
                 update_freq=cfg.tensorboard.update_freq.value,
                 histogram_freq=cfg.tensorboard.histogram_freq,

@@ -1,0 +1,50 @@
+"""Keras' TensorBoard callback, made to fit a TapeModel: training scalars on the optimizer-step
+axis that `step/*` and `evaluation_*` use, and `write_graph` through the traced step."""
+
+from __future__ import annotations
+
+import logging
+
+import keras
+import tensorflow as tf
+
+log = logging.getLogger("tapefit")
+
+
+class StepTensorBoard(keras.callbacks.TensorBoard):
+    """`keras.callbacks.TensorBoard` with two changes:
+
+    - `batch_*` scalars (`update_freq="batch"` or N) are written at the optimizer step, as
+      `step/*` telemetry and Keras' own `evaluation_*_vs_iterations` are: Keras counts its
+      callback calls instead, one per execution of `steps_per_execution` steps, and restarts
+      the count at 1 in a resumed run.
+    - `write_graph=True` writes the graph of the traced training step (Keras 3 finds none to
+      write for a model whose `train_function` is not itself a `tf.function`; TensorBoard's
+      Graphs tab then says "No graph definition files were found").
+    """
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        super().on_train_begin(logs)
+        self._should_write_train_graph = False  # Keras' own writer finds no graph: ours below
+        first_profiled = self._should_trace and self._start_batch <= 1
+        self.tracing_graph = bool(self.write_graph) and not first_profiled
+        if self.tracing_graph:  # the profiler's trace, if it starts at once, has the graph
+            tf.summary.trace_on(graph=True, profiler=False)
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self.tracing_graph:
+            self.tracing_graph = False
+            with self._train_writer.as_default():
+                tf.summary.trace_export(name="train_step", step=0)
+        calls = self._global_train_batch  # Keras' count, which profile_batch refers to
+        self._global_train_batch = int(self.model.optimizer.iterations.numpy())
+        try:
+            super().on_train_batch_end(batch, logs)
+        finally:
+            self._global_train_batch = calls
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        if self.tracing_graph:  # no batch ran
+            tf.summary.trace_off()
+            self.tracing_graph = False
+        super().on_train_end(logs)
