@@ -52,6 +52,7 @@ LAYERS = [
         "training.callback_state",
         "training.compiling",
         "training.building",
+        "training.export",
         "sweeps.search_space",
     },
     {"sweeps.records"},

@@ -73,6 +73,11 @@ class Family(ABC):
         """Extra metrics and artefacts after training; none by default."""
         return {}
 
+    def export(self, model: keras.Model, data: Any, path: Path) -> None:
+        """Write a SavedModel for serving at `path` (`trainer.export=true`): by default Keras'
+        `model.export`, whose endpoint `serve` takes what `call` was built with."""
+        model.export(str(path), format="tf_saved_model", verbose=False)
+
     def check(self, cfg: Any) -> None:
         """Refuse values of `cfg.model` that no run can use (one-line errors)."""
         return None

@@ -29,6 +29,7 @@ from tapefit.data.images import (
 from tapefit.errors import TapefitError
 from tapefit.families.base import Dataset, Family, register
 from tapefit.models.classifier import Architecture, Classifier
+from tapefit.training.export import ENDPOINT, write_endpoints
 from tapefit.training.outputs import write_json
 
 
@@ -188,3 +189,13 @@ class ClassifierFamily(Family):
 
     def default_objective(self, cfg: Any) -> str:
         return "val_accuracy"
+
+    def export(self, model: keras.Model, data: ImageData, path: Path) -> None:
+        """`serve(images)`: float32 images `(batch, height, width, channels)` in [0, 1], the
+        shape the model trained on -> float32 class probabilities `(batch, classes)`."""
+        spec = keras.InputSpec(shape=(None, *model.image_shape), dtype="float32")
+
+        def serve(images: Any) -> Any:
+            return model(images, training=False)
+
+        write_endpoints(model, path, {ENDPOINT: (serve, [spec])})

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import keras
 import numpy as np
+import tensorflow as tf
 from omegaconf import MISSING, OmegaConf
 
 from tapefit.data.pair_files import LabelType, PairFileSpec, checked_file, expand_paths
@@ -26,6 +27,7 @@ from tapefit.models.layers import Pooling, Rnn
 from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss
 from tapefit.models.metrics import SplitMetrics, pair_metrics
 from tapefit.models.siamese import SiameseModel
+from tapefit.training.export import ENDPOINT, write_endpoints
 from tapefit.training.outputs import plot_similarity
 
 
@@ -300,3 +302,19 @@ class SiameseFamily(Family):
         metrics = pair_metrics(scores, gold, data.label_type)
         report.update({f"test_{name}": value for name, value in metrics.items()})
         return report
+
+    def export(self, model: keras.Model, data: PairData, path: Path) -> None:
+        """`serve(texts_a, texts_b)`: two string tensors `(batch,)`, the raw texts of each pair
+        -> float32 cosine similarity `(batch,)`; `encode(texts)`: strings `(batch,)` ->
+        L2-normalised float32 embeddings `(batch, dim)`. The vectoriser is inside both."""
+        texts = tf.TensorSpec((None,), tf.string)  # the family's models take raw strings
+
+        def serve(texts_a: tf.Tensor, texts_b: tf.Tensor) -> tf.Tensor:
+            return model((texts_a, texts_b), training=False)
+
+        def encode(texts: tf.Tensor) -> tf.Tensor:
+            return model.embed(texts, training=False)
+
+        write_endpoints(
+            model, path, {ENDPOINT: (serve, [texts, texts]), "encode": (encode, [texts])}
+        )

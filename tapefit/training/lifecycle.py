@@ -35,6 +35,7 @@ STALE = (
     "tensorboard",
     "metrics.json",
     "model.keras",
+    "export",
     "checkpoints",
 )
 

@@ -264,6 +264,11 @@ def finalize(
         log.info("final weights digest: %s (the same on every worker)", weights_digest(model))
         if "train_rows_read" in results:
             log.info("this worker read %d training rows", results["train_rows_read"])
+    if cfg.trainer.export:  # a SavedModel for serving, loadable without tapefit
+        from tapefit.training.export import EXPORT_DIR, export_for_serving
+
+        export_for_serving(family_for(cfg), model, data, run_dir / EXPORT_DIR)
+        results["export"] = EXPORT_DIR
     if cfg.trainer.save_model:
         save_model(model, run_dir / "model.keras")
     write_json(run_dir / "metrics.json", results)
