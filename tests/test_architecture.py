@@ -40,6 +40,7 @@ LAYERS = [
     {
         "training.runtime",
         "training.tensorboard",
+        "training.hparams",
         "training.callbacks",
         "training.optimizers",
         "training.lifecycle",

@@ -34,6 +34,7 @@ from tapefit.training.checkpoints import (
     restore_latest,
 )
 from tapefit.training.compiling import compile_model
+from tapefit.training.hparams import config_hyperparameters, end_session, write_session
 from tapefit.training.lifecycle import (
     CHECKPOINTS,
     RunInterrupted,
@@ -421,13 +422,16 @@ def run(
     *,
     load_data: Callable[[Any], Any] | None = None,
     warm_start: tuple[Path, int] | None = None,
+    hparams_session: bool = True,
 ) -> dict[str, Any]:
     """Train and evaluate the configured experiment in `run_dir`; return the final metrics.
 
     The directory's `status.json` says `running`, then `completed`, `failed` (with the error)
     or `interrupted` (SIGINT/SIGTERM, after the current step). `callbacks` are added to the
     configured ones; `load_data(cfg)` replaces `build_data` (a sweep reuses loaded data);
-    `warm_start` is a saved model and the epochs it trained, to continue from. Returns a flat
+    `warm_start` is a saved model and the epochs it trained, to continue from;
+    `hparams_session` makes `tensorboard/` an HParams session of the config's values (a
+    search's trials are sessions of their searched values instead). Returns a flat
     dict: `test_<metric>` for every test metric, the objective, `epochs_run`, `train_time_s`,
     `wall_time_s` and the split `samples`.
 
@@ -437,8 +441,8 @@ def run(
     run_dir = Path(run_dir)
     if not writes_run_dir(cfg.trainer.strategy):  # a multi-worker task other than the chief
         with scratch_run_dir(run_dir, cfg.resume) as scratch:
-            return run_in(cfg, scratch, callbacks, load_data, warm_start)
-    return run_in(cfg, run_dir, callbacks, load_data, warm_start)
+            return run_in(cfg, scratch, callbacks, load_data, warm_start, False)
+    return run_in(cfg, run_dir, callbacks, load_data, warm_start, hparams_session)
 
 
 def run_in(
@@ -447,32 +451,46 @@ def run_in(
     callbacks: list[keras.callbacks.Callback] | None,
     load_data: Callable[[Any], Any] | None,
     warm_start: tuple[Path, int] | None,
+    hparams_session: bool,
 ) -> dict[str, Any]:
-    """`run` in a directory this process owns: claimed, with `status.json` telling the truth."""
+    """`run` in a directory this process owns: claimed, with `status.json` (and the HParams
+    session, if any) telling the truth."""
     claim(run_dir, resume=cfg.resume)
     log.info("run directory: %s", run_dir.resolve())
+    session = None
+    if hparams_session and cfg.callbacks.tensorboard.enabled:
+        session = run_dir / "tensorboard"
+        write_session(session, config_hyperparameters(cfg))
+
+    def end(state: str, **fields: Any) -> None:
+        record_end(run_dir, state, **fields)
+        if session is not None:
+            end_session(session, state, fields.get("error"))
+
     stopper = StopOnSignal()
     try:
         with interruptible(stopper), released_custom_gradients():
             results = train(cfg, run_dir, callbacks, stopper, load_data, warm_start)
     except RunInterrupted as stop:
-        record_end(run_dir, "interrupted", signal=stop.signum, error=str(stop))
+        end("interrupted", signal=stop.signum, error=str(stop))
         raise
     except TapefitError as error:
-        record_end(run_dir, "failed", error=str(error))
+        end("failed", error=str(error))
         raise
     except tf.errors.UnavailableError as error:
         if cfg.trainer.strategy != "multi_worker":
-            record_end(run_dir, "failed", error=f"{type(error).__name__}: {error}")
+            end("failed", error=f"{type(error).__name__}: {error}")
             raise
         lost = lost_worker_error(error)
-        record_end(run_dir, "failed", error=str(lost))
+        end("failed", error=str(lost))
         raise lost from None
     except BaseException as error:
-        record_end(run_dir, "failed", error=f"{type(error).__name__}: {error}")
+        end("failed", error=f"{type(error).__name__}: {error}")
         raise
     shutil.rmtree(run_dir / CHECKPOINTS, ignore_errors=True)  # model.keras supersedes them
     write_status(run_dir, "completed", objective=results["objective"])
+    if session is not None:
+        end_session(session, "completed")
     log.info(
         "completed: %s; objective %s=%s",
         ", ".join(f"{k}={v:.4f}" for k, v in results.items() if k.startswith("test_"))
