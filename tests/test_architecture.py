@@ -58,7 +58,7 @@ LAYERS = [
     },
     {"sweeps.records"},
     {"families"},
-    {"config.composition", "config.validation", "training.train"},
+    {"config.composition", "config.validation", "training.finish", "training.train"},
     {"sweeps.tuning", "sweeps.summary"},
     {"__init__", "__main__", "launch"},
 ]

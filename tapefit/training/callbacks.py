@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,8 @@ from tapefit.config.schemas import MonitorMode
 from tapefit.config.targets import instantiate
 from tapefit.step.monitor import StepTelemetry
 from tapefit.training.tensorboard import StepTensorBoard
+
+log = logging.getLogger("tapefit")
 
 MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
 # Metrics where higher is better; Keras' mode="auto" guesses "min" for names it does not know.
@@ -41,6 +44,14 @@ class StepProgbar(keras.callbacks.ProgbarLogger):
         else:
             done = min(done, max(self.steps_taken() - self.steps_at_epoch_start, 1))
         super().on_train_batch_end(done - 1, logs)
+
+
+class EpochLog(keras.callbacks.Callback):
+    """One `logging` line per epoch (terminal and the run directory's tapefit.log)."""
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted((logs or {}).items()))
+        log.info("epoch %d: %s", epoch + 1, shown)
 
 
 def resolve_mode(monitor: str, mode: str) -> str:

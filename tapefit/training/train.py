@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import shutil
 import time
 import warnings
@@ -26,7 +25,7 @@ from tapefit.families import family_for
 from tapefit.step.monitor import NonFiniteGuard
 from tapefit.training.building import build_before_training
 from tapefit.training.callback_state import CarryCallbackStates
-from tapefit.training.callbacks import StepProgbar, build_callbacks
+from tapefit.training.callbacks import EpochLog, StepProgbar, build_callbacks
 from tapefit.training.checkpoints import (
     EpochCheckpoint,
     RestoreMetrics,
@@ -34,6 +33,7 @@ from tapefit.training.checkpoints import (
     restore_latest,
 )
 from tapefit.training.compiling import compile_model
+from tapefit.training.finish import finalize
 from tapefit.training.hparams import config_hyperparameters, end_session, write_session
 from tapefit.training.lifecycle import (
     CHECKPOINTS,
@@ -45,14 +45,9 @@ from tapefit.training.lifecycle import (
     scratch_run_dir,
     write_status,
 )
-from tapefit.training.objective import objective_name, objective_value
+from tapefit.training.objective import objective_name
 from tapefit.training.outputs import (
     check_saveable,
-    plot_curves,
-    save_model,
-    to_builtin,
-    weights_digest,
-    write_json,
 )
 from tapefit.training.resume import (
     check_same_config,
@@ -216,74 +211,6 @@ def replay_shuffles(
         return
     for _ in range(2 * epochs_done):
         iter(train)
-
-
-class EpochLog(keras.callbacks.Callback):
-    """One `logging` line per epoch (terminal and the run directory's tapefit.log)."""
-
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted((logs or {}).items()))
-        log.info("epoch %d: %s", epoch + 1, shown)
-
-
-def finalize(
-    cfg: Any,
-    model: keras.Model,
-    data: Any,
-    history: dict[str, list[float]],
-    run_dir: Path,
-    timings: dict[str, float],
-    tested: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Evaluate on the test split, write history, curves, model and metrics; return metrics.
-    `tested` says whose weights `model` holds (`use_selected_weights`; default: the last).
-
-    `model.keras` and `metrics.json` come last: only a run that got this far has them.
-    """
-    write_json(run_dir / "history.json", history)
-    test = {} if data.test is None else model.evaluate(data.test, verbose=0, return_dict=True)
-    results = {f"test_{name}": value for name, value in test.items()}
-    results.update(family_for(cfg).report(model, data, run_dir))
-    check_finite_metrics(results)
-    name = objective_name(cfg, family_for(cfg).default_objective(cfg))
-    value, epoch = objective_value(name, cfg.objective_mode, history, results)
-    results.update(
-        objective=name,
-        objective_value=value,
-        objective_epoch=epoch,
-        epochs_run=len(next(iter(history.values()), [])),
-        **(tested or {"tested_weights": "last"}),
-        train_time_s=timings["train_time_s"],
-        wall_time_s=time.perf_counter() - timings["started"],
-        samples=data.sizes,
-    )
-    results.setdefault("tested_epoch", results["epochs_run"] or None)
-    if history:
-        plot_curves(history, run_dir / "curves.png", name, epoch)
-    results = to_builtin(results)
-    if cfg.trainer.strategy == "multi_worker":
-        log.info("final weights digest: %s (the same on every worker)", weights_digest(model))
-        if "train_rows_read" in results:
-            log.info("this worker read %d training rows", results["train_rows_read"])
-    if cfg.trainer.export:  # a SavedModel for serving, loadable without tapefit
-        from tapefit.training.export import EXPORT_DIR, export_for_serving
-
-        export_for_serving(family_for(cfg), model, data, run_dir / EXPORT_DIR)
-        results["export"] = EXPORT_DIR
-    if cfg.trainer.save_model:
-        save_model(model, run_dir / "model.keras")
-    write_json(run_dir / "metrics.json", results)
-    return results
-
-
-def check_finite_metrics(results: dict[str, Any]) -> None:
-    """A run whose test metrics are NaN/inf has diverged: it fails instead of reporting them."""
-    bad = [k for k, v in results.items() if isinstance(v, float) and not math.isfinite(v)]
-    if bad:
-        raise TapefitError(
-            f"the trained model gives non-finite {', '.join(sorted(bad))}: training diverged; "
-            "lower the learning rate or check the data"
-        )
 
 
 def train(

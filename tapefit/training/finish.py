@@ -1,0 +1,85 @@
+"""The last phase of a run: evaluate the selected model on the test split and write history,
+curves, the serving export, `model.keras` and `metrics.json` into the run directory."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import keras
+
+from tapefit.errors import TapefitError
+from tapefit.families import family_for
+from tapefit.training.objective import objective_name, objective_value
+from tapefit.training.outputs import (
+    plot_curves,
+    save_model,
+    to_builtin,
+    weights_digest,
+    write_json,
+)
+
+log = logging.getLogger("tapefit")
+
+
+def finalize(
+    cfg: Any,
+    model: keras.Model,
+    data: Any,
+    history: dict[str, list[float]],
+    run_dir: Path,
+    timings: dict[str, float],
+    tested: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate on the test split, write history, curves, model and metrics; return metrics.
+    `tested` says whose weights `model` holds (`use_selected_weights`; default: the last).
+
+    `model.keras` and `metrics.json` come last: only a run that got this far has them.
+    """
+    write_json(run_dir / "history.json", history)
+    test = {} if data.test is None else model.evaluate(data.test, verbose=0, return_dict=True)
+    results = {f"test_{name}": value for name, value in test.items()}
+    results.update(family_for(cfg).report(model, data, run_dir))
+    check_finite_metrics(results)
+    name = objective_name(cfg, family_for(cfg).default_objective(cfg))
+    value, epoch = objective_value(name, cfg.objective_mode, history, results)
+    results.update(
+        objective=name,
+        objective_value=value,
+        objective_epoch=epoch,
+        epochs_run=len(next(iter(history.values()), [])),
+        **(tested or {"tested_weights": "last"}),
+        train_time_s=timings["train_time_s"],
+        wall_time_s=time.perf_counter() - timings["started"],
+        samples=data.sizes,
+    )
+    results.setdefault("tested_epoch", results["epochs_run"] or None)
+    if history:
+        plot_curves(history, run_dir / "curves.png", name, epoch)
+    results = to_builtin(results)
+    if cfg.trainer.strategy == "multi_worker":
+        log.info("final weights digest: %s (the same on every worker)", weights_digest(model))
+        if "train_rows_read" in results:
+            log.info("this worker read %d training rows", results["train_rows_read"])
+    if cfg.trainer.export:  # a SavedModel for serving, loadable without tapefit
+        from tapefit.training.export import EXPORT_DIR, export_for_serving
+
+        export_for_serving(family_for(cfg), model, data, run_dir / EXPORT_DIR)
+        results["export"] = EXPORT_DIR
+    if cfg.trainer.save_model:
+        save_model(model, run_dir / "model.keras")
+    write_json(run_dir / "metrics.json", results)
+    return results
+
+
+def check_finite_metrics(results: dict[str, Any]) -> None:
+    """A run whose test metrics are NaN/inf has diverged: it fails instead of reporting them."""
+    bad = [k for k, v in results.items() if isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        raise TapefitError(
+            f"the trained model gives non-finite {', '.join(sorted(bad))}: training diverged; "
+            "lower the learning rate or check the data"
+        )
