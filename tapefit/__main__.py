@@ -79,7 +79,8 @@ def failure_value(cfg: DictConfig) -> float:
 
 
 def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
-    """One run, or a keras-tuner search when `tune.algorithm` is not `none`."""
+    """One run, or a search when `tune.algorithm` is not `none` (keras-tuner's, or Optuna's
+    study for `optuna`)."""
     if cfg.tune.algorithm == "none":
         from tapefit.training.lifecycle import RunInterrupted, write_status
         from tapefit.training.preemption import requeue, resume_if_requeued
@@ -96,7 +97,10 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
         tests = [f"{k}={v:.4f}" for k, v in metrics.items() if k.startswith("test_")]
         print("test metrics: " + (", ".join(tests) or "none (the data has no test split)"))
         return metrics
-    from tapefit.sweeps.tuning import search
+    if cfg.tune.algorithm == "optuna":  # Optuna is imported only here (the sweep extra)
+        from tapefit.sweeps.optuna_search import search
+    else:
+        from tapefit.sweeps.tuning import search
 
     summary = search(cfg, output_dir, overrides)
     if summary.get("worker"):

@@ -208,6 +208,12 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     searching = any(o.startswith("tune=") and o != "tune=none" for o in overrides)
     if args.tuners is not None and not searching:
         parser.error("--tuners runs a search: add tune=<random|bayesian|hyperband|grid> after --")
+    if args.tuners is not None and "tune=optuna" in overrides:
+        parser.error(
+            "--tuners starts keras-tuner's chief and tuners; tune=optuna shares its study "
+            "through a database instead: start each process with the same tune.storage=URL "
+            "and its own hydra.run.dir"
+        )
     if args.workers is not None and searching:
         parser.error("--workers trains one model: drop tune=..., or use --tuners for a search")
     return args, overrides

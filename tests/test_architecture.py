@@ -59,7 +59,7 @@ LAYERS = [
     {"sweeps.records"},
     {"families"},
     {"config.composition", "config.validation", "training.finish", "training.train"},
-    {"sweeps.tuning", "sweeps.summary"},
+    {"sweeps.tuning", "sweeps.summary", "sweeps.trials", "sweeps.optuna_search"},
     {"__init__", "__main__", "launch"},
 ]
 KEYS = {key: rank for rank, names in enumerate(LAYERS) for key in names}

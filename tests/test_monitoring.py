@@ -363,3 +363,130 @@ def test_ordinary_runs_are_hparams_sessions_read_back_from_a_tensorboard_server(
     served = {(m["name"]["group"], m["name"]["tag"]): m["value"] for m in good["metricValues"]}
     assert served["validation", "epoch_loss"] == pytest.approx(history["val_loss"][-1], rel=1e-6)
     assert served["train", "epoch_accuracy"] == pytest.approx(history["accuracy"][-1], rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def finished_search(tmp_path_factory):
+    """A grid search over a conditional space (bn_momentum only for the CNN), two executions
+    a trial, two of its four trials failing (a learning rate that diverges)."""
+    from tapefit.config.composition import compose
+    from tapefit.config.schemas import SpaceEntry
+    from tapefit.sweeps.tuning import search
+
+    search_dir = tmp_path_factory.mktemp("search")
+    cfg = compose(
+        [
+            "tune=grid",
+            "tune.executions_per_trial=2",
+            "tune.max_consecutive_failures=4",
+            "trainer.epochs=2",
+            "trainer.verbose=0",
+            "data.train_limit=320",
+        ]
+    )
+    cfg.tune.space = {
+        "model.architecture": SpaceEntry(type="choice", values=["mlp", "cnn"]),
+        "model.bn_momentum": SpaceEntry(
+            type="choice", values=[0.5, 0.8], when={"model.architecture": ["cnn"]}
+        ),
+        "optimizer.learning_rate": SpaceEntry(type="choice", values=[0.003, 1e9]),
+        "data.batch_size": SpaceEntry(type="int", min=16, max=64, step=16),
+    }
+    cfg.tune.max_trials = 6
+    search(cfg, search_dir)
+    return search_dir
+
+
+def test_every_trial_of_a_search_is_an_hparams_session_read_back_from_tensorboard(
+    finished_search,
+):
+    from tests.helpers import TensorBoardServer
+
+    records = {
+        trial.name: json.loads((trial / "execution-0" / "trial.json").read_text())
+        for trial in (finished_search / "trials").iterdir()
+    }
+    with TensorBoardServer(finished_search) as server:
+        experiment, groups = server.hparams_sessions(expected=len(records))
+    # typed columns with their domains; the inactive bn_momentum's placeholder (the config's
+    # 0.9) is in its domain
+    infos = {info["name"]: info for info in experiment["hparamInfos"]}
+    assert sorted(infos["model.architecture"]["domainDiscrete"]) == ["cnn", "mlp"]
+    assert infos["model.architecture"]["type"] == "DATA_TYPE_STRING"
+    assert sorted(infos["model.bn_momentum"]["domainDiscrete"]) == [0.5, 0.8, 0.9]
+    assert infos["data.batch_size"]["domainInterval"] == {"minValue": 16, "maxValue": 64}
+    assert infos["data.batch_size"]["type"] == "DATA_TYPE_FLOAT64"
+    # every trial, failed ones and MLP ones (no bn_momentum) included, is one session
+    # with a value for every column, so parallel coordinates draw it
+    assert len(groups) == len(records) >= 4
+    assert any("model.bn_momentum" not in r["values"] for r in records.values())  # inactive
+    assert {r["status"] for r in records.values()} == {"completed", "failed"}
+    sessions = {group["sessions"][0]["name"]: group for group in groups}
+    assert set(sessions) == {f"trials/{trial}" for trial in records}
+    for trial, record in records.items():
+        group = sessions[f"trials/{trial}"]
+        assert set(group["hparams"]) == set(infos)
+        values = record["values"]
+        assert group["hparams"]["model.architecture"] == values["model.architecture"]
+        expected_momentum = values.get("model.bn_momentum", 0.9)
+        assert group["hparams"]["model.bn_momentum"] == pytest.approx(expected_momentum)
+        status = group["sessions"][0]["status"]
+        assert status == ("STATUS_SUCCESS" if record["status"] == "completed" else "STATUS_FAILURE")
+        served = {
+            (m["name"].get("group", ""), m["name"]["tag"]): m["value"]
+            for m in group["metricValues"]
+        }
+        if record["status"] != "completed":
+            assert ("", "trial/val_accuracy") not in served
+            continue
+        # the trial's objective is the mean over its executions
+        second = json.loads(
+            (finished_search / "trials" / trial / "execution-1" / "trial.json").read_text()
+        )
+        mean = (record["objective_value"] + second["objective_value"]) / 2
+        assert served["", "trial/val_accuracy"] == pytest.approx(mean, rel=1e-6)
+        # and its curves are its own run's (execution 0): the last epoch's values
+        history = json.loads(
+            (finished_search / "trials" / trial / "execution-0" / "history.json").read_text()
+        )
+        group_path = "execution-0/tensorboard/validation"
+        assert served[group_path, "epoch_accuracy"] == pytest.approx(history["val_accuracy"][-1])
+    # best/ is a copy without TensorBoard files: no trial's curves are shown twice
+    assert not list((finished_search / "best").rglob("events.out.tfevents.*"))
+
+
+def test_a_failed_trial_session_carries_its_error(finished_search):
+    failed = [
+        trial
+        for trial in (finished_search / "trials").iterdir()
+        if json.loads((trial / "execution-0" / "trial.json").read_text())["status"] == "failed"
+    ]
+    assert failed
+    for trial in failed:
+        texts = [
+            value.tensor.string_val[0].decode()
+            for events in trial.glob("events.out.tfevents.*")
+            for event in tf.compat.v1.train.summary_iterator(str(events))
+            for value in event.summary.value
+            if value.tag.startswith("error")
+        ]
+        assert texts and "NaN/inf" in texts[0]
+
+
+def test_hparam_domains_are_typed():
+    from omegaconf import OmegaConf
+
+    from tapefit.sweeps.records import hparam_domain
+
+    def entry(**fields):
+        return OmegaConf.create(
+            {"type": "choice", "min": None, "max": None, "values": None} | fields
+        )
+
+    assert hparam_domain(entry(type="bool")).dtype is bool
+    assert hparam_domain(entry(values=[32, 64])).values == [32, 64]
+    assert hparam_domain(entry(values=[32, 64])).dtype is int
+    assert hparam_domain(entry(values=[0.5, 1])).values == [0.5, 1.0]
+    assert hparam_domain(entry(type="int", min=1, max=4)).max_value == 4
+    assert hparam_domain(entry(type="float", min=0.1, max=0.5), placeholder=0.0).min_value == 0.0
+    assert hparam_domain(entry(values=["a", "b"]), placeholder="c").values == ["a", "b", "c"]

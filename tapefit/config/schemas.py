@@ -220,13 +220,15 @@ class CompileConfig:
 
 
 class TuneAlgorithm(str, Enum):
-    """keras-tuner's oracles, picked with `tune=<name>`; `none` trains one run."""
+    """keras-tuner's oracles and Optuna's study, picked with `tune=<name>`; `none` trains one
+    run."""
 
     none = "none"
     random = "random"
     bayesian = "bayesian"
     hyperband = "hyperband"
     grid = "grid"
+    optuna = "optuna"  # Optuna's own study (tapefit/sweeps/optuna_search.py): TPE, pruning
 
 
 class ParamType(str, Enum):
@@ -264,7 +266,8 @@ class SpaceEntry:
 
 @dataclass
 class TuneConfig:
-    """`tune=<algorithm>`: a keras-tuner search whose trials are ordinary tapefit runs."""
+    """`tune=<algorithm>`: a keras-tuner search or an Optuna study whose trials are ordinary
+    tapefit runs."""
 
     algorithm: TuneAlgorithm = TuneAlgorithm.none
     max_trials: int = 10
@@ -276,6 +279,14 @@ class TuneConfig:
     factor: int = 3  # hyperband: the reduction factor between rounds
     hyperband_iterations: int = 1
     num_initial_points: int | None = None  # bayesian: random trials first; null: keras-tuner's
+    # optuna: the study's database URL, which processes on several machines may share
+    # (postgresql://...); null: sqlite:///<search dir>/optuna.db
+    storage: str | None = None
+    study_name: str | None = None  # optuna: the study in the storage; null: experiment_name
+    sampler: str = "tpe"  # optuna: tpe (random first: num_initial_points, null: 10) or random
+    pruner: str = "median"  # optuna: median, hyperband (max_epochs, factor) or none
+    pruner_startup_trials: int = 5  # optuna median: trials that finish before any is pruned
+    pruner_warmup_epochs: int = 0  # optuna median: epochs every trial runs before pruning
     space: dict[str, SpaceEntry] = field(default_factory=dict)  # conf/search_space/*.yaml
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hparams_api
 
+from tapefit.training.hparams import write_session
 from tapefit.training.outputs import atomic_write
 
 RECORD_FIELDS = (
@@ -72,33 +73,120 @@ def write_trials_csv(
     return atomic_write(path, lambda file: file.write(buffer.getvalue()))
 
 
-def _domain(entry: Any) -> Any:
+def hparam_domain(entry: Any, placeholder: Any = None) -> Any:
+    """The HParams domain of a `tune.space` entry, typed as its values are (int, float, bool,
+    str), widened to hold `placeholder` (the value an inactive conditional entry shows)."""
     kind = str(getattr(entry.type, "value", entry.type))
-    if kind == "float":
-        return hparams_api.RealInterval(float(entry.min), float(entry.max))
-    if kind == "int":
-        return hparams_api.IntInterval(int(entry.min), int(entry.max))
-    if kind == "bool":
-        return hparams_api.Discrete([False, True])
-    values = list(entry["values"])
-    same_type = len({type(v) for v in values}) == 1 and isinstance(values[0], (str, float, bool))
-    return hparams_api.Discrete(values) if same_type else None
+    number = isinstance(placeholder, int | float) and not isinstance(placeholder, bool)
+    if kind in ("float", "int"):
+        low, high = float(entry.min), float(entry.max)
+        if number:
+            low, high = min(low, placeholder), max(high, placeholder)
+        if kind == "int" and float(low).is_integer() and float(high).is_integer():
+            return hparams_api.IntInterval(int(low), int(high))
+        return hparams_api.RealInterval(float(low), float(high))
+    values = [False, True] if kind == "bool" else list(entry["values"])
+    if placeholder is not None and placeholder not in values:
+        values.append(placeholder)
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        same = all(isinstance(v, int) for v in values)
+        return hparams_api.Discrete([v if same else float(v) for v in values])
+    if len({type(v) for v in values}) == 1 and isinstance(values[0], bool | str):
+        return hparams_api.Discrete(values)
+    return hparams_api.Discrete([str(v) for v in values])
 
 
-def write_hparams_config(log_dir: Path, space: Any, objective: str) -> None:
-    """The HParams dashboard's columns: every searched key and the objective."""
-    hparams = [hparams_api.HParam(name, _domain(entry)) for name, entry in space.items()]
-    with tf.summary.create_file_writer(str(log_dir)).as_default():
-        hparams_api.hparams_config(hparams=hparams, metrics=[hparams_api.Metric(objective)])
+def shown_value(value: Any, domain: Any = None) -> Any:
+    """`value` as its HParams domain holds it (a float for a float domain, text otherwise)."""
+    dtype = getattr(domain, "dtype", None)
+    if dtype is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if dtype is str or not isinstance(value, bool | int | float | str):
+        return str(value)
+    return value
 
 
-def write_hparams_trial(
-    log_dir: Path, trial_id: str, values: dict[str, Any], objective: str, value: float
+def placeholders(cfg: Any, space: Any) -> dict[str, Any]:
+    """What an inactive conditional entry shows in a trial's session: the search config's own
+    value of that key (the trial's config holds it, unused), or the entry's first value."""
+    from omegaconf import OmegaConf
+
+    shown = {}
+    for name, entry in space.items():
+        if not entry.when:
+            continue
+        value = OmegaConf.select(cfg, name, default=None)
+        if value is None:
+            kind = str(getattr(entry.type, "value", entry.type))
+            value = {"bool": False}.get(kind, entry.min if kind in ("float", "int") else None)
+            value = entry["values"][0] if value is None else value
+        shown[name] = getattr(value, "value", value)
+    return shown
+
+
+def curve_metrics(objective: str, curves: str) -> list[Any]:
+    """The HParams metrics of a trial session: the trial's objective (the mean over its
+    executions) and the objective's and the loss's epoch curves of its run (`curves`: the
+    path of that run's `tensorboard/` from the session's folder)."""
+    metrics = [
+        hparams_api.Metric(
+            f"trial/{objective}",
+            display_name=f"{objective} (trial, mean over executions)",
+        )
+    ]
+    for name in dict.fromkeys([objective, "val_loss", "loss"]):
+        split = "validation" if name.startswith("val_") else "train"
+        metrics.append(
+            hparams_api.Metric(
+                f"epoch_{name.removeprefix('val_')}",
+                group=f"{curves}/{split}",
+                display_name=name,
+                dataset_type=hparams_api.Metric.VALIDATION
+                if split == "validation"
+                else hparams_api.Metric.TRAINING,
+            )
+        )
+    return metrics
+
+
+def write_hparams_config(
+    log_dir: Path, space: Any, objective: str, shown: dict[str, Any], curves: str
 ) -> None:
-    """One HParams session: the trial's values and its objective."""
-    shown = {k: v if isinstance(v, (bool, int, float, str)) else str(v) for k, v in values.items()}
-    writer = tf.summary.create_file_writer(str(log_dir / trial_id))
-    with writer.as_default():
-        hparams_api.hparams(shown, trial_id=trial_id)
-        tf.summary.scalar(objective, value, step=0)
-    writer.close()
+    """The HParams dashboard's columns for a search: every searched key, typed, with its
+    domain (holding the placeholders `shown` for inactive entries), and `curve_metrics`."""
+    hparams = [
+        hparams_api.HParam(name, hparam_domain(entry, shown.get(name)))
+        for name, entry in space.items()
+    ]
+    with tf.summary.create_file_writer(str(log_dir)).as_default():
+        hparams_api.hparams_config(hparams=hparams, metrics=curve_metrics(objective, curves))
+
+
+def trial_hyperparameters(
+    space: Any, values: dict[str, Any], shown: dict[str, Any]
+) -> dict[str, Any]:
+    """A trial's value of every searched key (an inactive entry's placeholder included: a
+    session lacking a value is left out of parallel coordinates), typed as its domain."""
+    result = {}
+    for name, entry in space.items():
+        value = values.get(name, shown.get(name))
+        result[name] = shown_value(value, hparam_domain(entry, shown.get(name)))
+    return result
+
+
+def write_trial_session(
+    trial_dir: Path,
+    hyperparameters: dict[str, Any],
+    state: str,
+    objective: str,
+    value: float | None = None,
+    error: str | None = None,
+) -> None:
+    """A trial as an HParams session in its own folder (its runs' curves below it): its
+    searched values, Success or Failure (with the error), and its objective."""
+    write_session(trial_dir, hyperparameters, state, error)
+    if value is not None and math.isfinite(value):
+        writer = tf.summary.create_file_writer(str(trial_dir))
+        with writer.as_default():
+            tf.summary.scalar(f"trial/{objective}", value, step=0)
+        writer.close()

@@ -82,3 +82,21 @@ def end_session(session_dir: Path, state: str, error: str | None = None) -> None
         writer.close()
     except Exception as failure:
         log.warning("the HParams session end could not be written: %s", failure)
+
+
+class RunSession:
+    """The HParams session of one run in `session_dir`: started once the run's strategy exists
+    (a multi-worker strategy must come before any TensorFlow op), ended only if started, so a
+    run refused before training leaves no TensorBoard files."""
+
+    def __init__(self, session_dir: Path, hyperparameters: dict[str, Scalar]) -> None:
+        self.session_dir, self.hyperparameters = Path(session_dir), hyperparameters
+        self.started = False
+
+    def start(self) -> None:
+        write_session(self.session_dir, self.hyperparameters)
+        self.started = True
+
+    def end(self, state: str, error: str | None = None) -> None:
+        if self.started:
+            end_session(self.session_dir, state, error)

@@ -34,7 +34,7 @@ from tapefit.training.checkpoints import (
 )
 from tapefit.training.compiling import compile_model
 from tapefit.training.finish import finalize
-from tapefit.training.hparams import config_hyperparameters, end_session, write_session
+from tapefit.training.hparams import RunSession, config_hyperparameters
 from tapefit.training.lifecycle import (
     CHECKPOINTS,
     RunInterrupted,
@@ -220,13 +220,17 @@ def train(
     stopper: StopOnSignal,
     load_data: Callable[[Any], Any] | None = None,
     warm_start: tuple[Path, int] | None = None,
+    session: RunSession | None = None,
 ) -> dict:
     """The phases, resuming from the run directory's last checkpoint when asked, or continuing
-    from `warm_start` = (saved model, epochs it trained) (Hyperband's later rounds)."""
+    from `warm_start` = (saved model, epochs it trained) (Hyperband's later rounds); the run's
+    HParams `session` starts once the strategy exists."""
     started = time.perf_counter()
     check_config(cfg)
     checked_objective(cfg)
     strategy = prepare(cfg)
+    if session is not None:
+        session.start()
     data = (load_data or build_data)(cfg)
     if cfg.trainer.strategy == "multi_worker":
         data = sharded(data, cfg.trainer.shard_policy, strategy)
@@ -386,18 +390,17 @@ def run_in(
     log.info("run directory: %s", run_dir.resolve())
     session = None
     if hparams_session and cfg.callbacks.tensorboard.enabled:
-        session = run_dir / "tensorboard"
-        write_session(session, config_hyperparameters(cfg))
+        session = RunSession(run_dir / "tensorboard", config_hyperparameters(cfg))
 
     def end(state: str, **fields: Any) -> None:
         record_end(run_dir, state, **fields)
         if session is not None:
-            end_session(session, state, fields.get("error"))
+            session.end(state, fields.get("error"))
 
     stopper = StopOnSignal()
     try:
         with interruptible(stopper), released_custom_gradients():
-            results = train(cfg, run_dir, callbacks, stopper, load_data, warm_start)
+            results = train(cfg, run_dir, callbacks, stopper, load_data, warm_start, session)
     except RunInterrupted as stop:
         end("interrupted", signal=stop.signum, error=str(stop))
         raise
@@ -417,7 +420,7 @@ def run_in(
     shutil.rmtree(run_dir / CHECKPOINTS, ignore_errors=True)  # model.keras supersedes them
     write_status(run_dir, "completed", objective=results["objective"])
     if session is not None:
-        end_session(session, "completed")
+        session.end("completed")
     log.info(
         "completed: %s; objective %s=%s",
         ", ".join(f"{k}={v:.4f}" for k, v in results.items() if k.startswith("test_"))
