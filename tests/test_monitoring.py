@@ -14,10 +14,11 @@ from tapefit import TapeModel
 from tapefit.training.callbacks import StepProgbar
 
 
-def small_model() -> TapeModel:
+def small_model(accumulate: int | None = None) -> TapeModel:
     inputs = keras.Input((4,))
     model = TapeModel(inputs, keras.layers.Dense(1)(inputs))
-    model.compile(optimizer="sgd", loss="mse", steps_per_execution=8)
+    optimizer = keras.optimizers.SGD(gradient_accumulation_steps=accumulate)
+    model.compile(optimizer=optimizer, loss="mse", steps_per_execution=8)
     return model
 
 
@@ -47,12 +48,17 @@ def thirty_nine_batches(known_length: bool) -> tf.data.Dataset:
     return data if known_length else data.filter(lambda *_: True)  # a stream: length unknown
 
 
-@pytest.mark.parametrize("known_length", [True, False], ids=["sized", "stream"])
+@pytest.mark.parametrize(
+    ("known_length", "accumulate"),
+    [(True, None), (False, None), (False, 4)],
+    ids=["sized", "stream", "stream-accumulating"],
+)
 def test_the_progress_bar_ends_at_n_of_n_when_steps_per_execution_does_not_divide_the_epoch(
-    known_length,
+    known_length, accumulate
 ):
     progbar = recording(StepProgbar)
-    small_model().fit(thirty_nine_batches(known_length), epochs=3, verbose=1, callbacks=[progbar])
+    model = small_model(accumulate)
+    model.fit(thirty_nine_batches(known_length), epochs=3, verbose=1, callbacks=[progbar])
     shown = progbar.shown
     assert [seen for seen, _ in shown] == [8, 16, 24, 32, 39, 39] * 3
     # a stream's length is known once its first epoch has run out: 39, not 40
@@ -109,7 +115,29 @@ def selected_runs(tmp_path_factory):
     with pytest.raises(RunInterrupted):
         run(compose(SELECTION), runs["resumed"], callbacks=[StopAt(4)])
     run(compose([*SELECTION, "resume=true"]), runs["resumed"])
+    # killed after the last epoch's checkpoint (while testing): the resume fits nothing
+    runs["resumed_at_end"] = tmp_path_factory.mktemp("resumed_at_end")
+    with pytest.raises(RuntimeError, match="killed while testing"):
+        run(compose(SELECTION), runs["resumed_at_end"], callbacks=[FailAtTrainEnd()])
+    run(compose([*SELECTION, "resume=true"]), runs["resumed_at_end"])
+    # EarlyStopping restores the weights of its own monitor's best epoch at the end
+    stopping = [
+        "callbacks.early_stopping.enabled=true",
+        "callbacks.early_stopping.monitor=val_accuracy",
+        "callbacks.early_stopping.patience=10",
+        "callbacks.early_stopping.restore_best_weights=true",
+    ]
+    for name, extra in (("stopping_best", []), ("stopping_last", ["trainer.test_weights=last"])):
+        runs[name] = tmp_path_factory.mktemp(name)
+        run(compose([*SELECTION, *stopping, *extra]), runs[name])
     return runs
+
+
+class FailAtTrainEnd(keras.callbacks.Callback):
+    """Fail once training has ended and every epoch is checkpointed."""
+
+    def on_train_end(self, logs=None):
+        raise RuntimeError("killed while testing")
 
 
 def read(run_dir, name):
@@ -140,8 +168,30 @@ def test_the_tested_and_saved_model_is_the_one_the_objective_selects(selected_ru
         assert val_loss == pytest.approx(history["val_loss"][index], rel=1e-5)
 
 
-def test_a_resumed_run_still_selects_the_best_epoch_from_before_the_stop(selected_runs):
-    best, resumed = selected_runs["best"], selected_runs["resumed"]
+@pytest.mark.parametrize(
+    ("name", "weights", "index"),
+    [("stopping_best", "best", None), ("stopping_last", "last", 5)],
+)
+def test_early_stopping_restoring_its_own_best_does_not_change_the_tested_model(
+    selected_runs, name, weights, index
+):
+    from tapefit.config.composition import compose
+    from tapefit.training.train import build_data
+
+    metrics = read(selected_runs[name], "metrics.json")
+    history = read(selected_runs[name], "history.json")
+    accuracy_best = int(np.argmax(history["val_accuracy"]))
+    index = metrics["objective_epoch"] - 1 if index is None else index
+    assert accuracy_best != index, "EarlyStopping's best epoch must differ from the tested one"
+    assert (metrics["tested_weights"], metrics["tested_epoch"]) == (weights, index + 1)
+    model = keras.models.load_model(selected_runs[name] / "model.keras")
+    val_loss = model.evaluate(build_data(compose(SELECTION)).val, verbose=0, return_dict=True)
+    assert val_loss["loss"] == pytest.approx(history["val_loss"][index], rel=1e-5)
+
+
+@pytest.mark.parametrize("resumed", ["resumed", "resumed_at_end"])
+def test_a_resumed_run_still_selects_the_best_epoch_from_before_the_stop(selected_runs, resumed):
+    best, resumed = selected_runs["best"], selected_runs[resumed]
     assert read(best, "metrics.json")["objective_epoch"] <= 4, (
         "the best epoch must precede the stop"
     )
@@ -164,7 +214,7 @@ def test_curves_draw_every_metric_with_its_validation_twin_from_epoch_0_and_mark
         "val_pearson": [0.1, 0.4, 0.5, 0.5],
         "learning_rate": [0.001] * 4,  # never changed: not worth a panel
     }
-    figure = curves_figure(history, "val_spearman", best_epoch=3)
+    figure = curves_figure(history, "val_spearman", best_epoch=3, tested_epoch=3)
     panels = {axis.get_title(): axis for axis in figure.axes if axis.get_visible()}
     assert set(panels) == {"loss", "spearman", "pearson"}
     lines = {
@@ -175,10 +225,12 @@ def test_curves_draw_every_metric_with_its_validation_twin_from_epoch_0_and_mark
     np.testing.assert_array_equal(
         lines["spearman", "validation"].get_ydata(), [0.2, 0.5, 0.6, 0.58]
     )
-    star = lines["spearman", "selected: epoch 2"]
+    star = lines["spearman", "best val_spearman (objective_epoch 3)"]
     assert (list(star.get_xdata()), list(star.get_ydata())) == ([2], [0.6])
-    for axis in panels.values():  # the selected epoch marked on every panel, integer ticks
-        assert any(list(line.get_xdata()) == [2, 2] for line in axis.lines)
+    for title in panels:  # the tested epoch marked on every panel, integer ticks
+        tested = lines[title, "tested weights (tested_epoch 3)"]
+        assert list(tested.get_xdata()) == [2, 2]
+    for axis in panels.values():
         assert all(float(tick).is_integer() for tick in axis.get_xticks())
 
 
@@ -490,3 +542,25 @@ def test_hparam_domains_are_typed():
     assert hparam_domain(entry(type="int", min=1, max=4)).max_value == 4
     assert hparam_domain(entry(type="float", min=0.1, max=0.5), placeholder=0.0).min_value == 0.0
     assert hparam_domain(entry(values=["a", "b"]), placeholder="c").values == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [
+        ("val_accuracy", "max"),
+        ("val_sparse_categorical_accuracy", "max"),
+        ("val_f1_score", "max"),
+        ("val_precision", "max"),
+        ("val_mean_io_u", "max"),
+        ("val_spearman", "max"),
+        ("test_auc", "max"),
+        ("val_loss", "min"),
+        ("val_mean_absolute_error", "min"),
+        ("val_mse", "min"),
+    ],
+)
+def test_the_objective_direction_is_read_from_the_words_of_the_metric_name(name, mode):
+    """The direction decides which epoch's weights are tested and saved."""
+    from tapefit.training.callbacks import resolve_mode
+
+    assert resolve_mode(name, "auto") == mode

@@ -16,7 +16,7 @@ import keras_tuner as kt
 import pytest
 import tensorflow as tf
 import yaml
-from tensorboard.plugins.hparams import plugin_data_pb2
+from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from tapefit import TapefitError
 from tapefit.config.schemas import SpaceEntry
@@ -243,11 +243,26 @@ def test_an_interrupted_search_continues_without_repeating_finished_trials(tmp_p
     assert json.loads((tmp_path / "status.json").read_text())["state"] == "completed"
 
 
+def session_end_status(session_dir):
+    """The status an HParams session in `session_dir` ended with (None: not ended)."""
+    for event_file in session_dir.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == "hparams":
+                    data = plugin_data_pb2.HParamsPluginData.FromString(
+                        value.metadata.plugin_data.content
+                    )
+                    if data.HasField("session_end_info"):
+                        return data.session_end_info.status
+    return None
+
+
 def test_multirun_reports_a_failed_job_as_the_worst_value_and_writes_a_sweep_summary(tmp_path):
+    with_tensorboard = [o for o in FAST if "tensorboard" not in o]  # each job an HParams session
     result = run_cli(
         "-m",
         "optimizer.learning_rate=0.01,1e9",
-        *FAST,
+        *with_tensorboard,
         f"hydra.sweep.dir={tmp_path}",
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -257,6 +272,11 @@ def test_multirun_reports_a_failed_job_as_the_worst_value_and_writes_a_sweep_sum
     assert table[0]["optimizer.learning_rate"] == "0.01" and table[0]["objective"] == "val_accuracy"
     assert 0 < float(table[0]["objective_value"]) <= 1
     assert "NaN/inf" in table[1]["reason"]
+    # each job's tensorboard/ is an HParams session of its config, ended as the job ended
+    rates = {job: hparams_sessions(tmp_path / job)["tensorboard"] for job in ("0", "1")}
+    assert {job: v["optimizer.learning_rate"] for job, v in rates.items()} == {"0": 0.01, "1": 1e9}
+    statuses = [session_end_status(tmp_path / job / "tensorboard") for job in ("0", "1")]
+    assert statuses == [api_pb2.STATUS_SUCCESS, api_pb2.STATUS_FAILURE]
 
 
 def test_an_optuna_study_through_hydra_records_a_failed_job_and_goes_on(tmp_path):

@@ -135,6 +135,8 @@ def curve_metrics(objective: str, curves: str) -> list[Any]:
         )
     ]
     for name in dict.fromkeys([objective, "val_loss", "loss"]):
+        if name.startswith("test_"):  # a test metric has no epoch curve
+            continue
         split = "validation" if name.startswith("val_") else "train"
         metrics.append(
             hparams_api.Metric(

@@ -16,8 +16,12 @@ from tapefit.training.tensorboard import StepTensorBoard
 log = logging.getLogger("tapefit")
 
 MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
-# Metrics where higher is better; Keras' mode="auto" guesses "min" for names it does not know.
-HIGHER_IS_BETTER = ("accuracy", "acc", "auc", "pearson", "spearman", "best_accuracy")
+# Words in a metric's name that make higher better (sparse_categorical_accuracy, f1_score,
+# mean_io_u, r2_score, val_spearman); Keras' mode="auto" guesses "min" for names it does not know.
+HIGHER_IS_BETTER = {
+    "accuracy", "acc", "auc", "pearson", "spearman", "precision", "recall", "f1", "fbeta",
+    "io", "iou", "r2",
+}  # fmt: skip
 
 
 class StepProgbar(keras.callbacks.ProgbarLogger):
@@ -32,10 +36,16 @@ class StepProgbar(keras.callbacks.ProgbarLogger):
         super().on_epoch_begin(epoch, logs)
 
     def steps_taken(self) -> int:
-        """Optimizer steps applied or skipped (by `trainer.on_nonfinite=skip`) so far."""
+        """Steps run so far: the optimizer's own call count (each accumulated batch counts, as
+        `iterations` does not), plus the steps `trainer.on_nonfinite=skip` skipped. Steps a
+        loss scaler skips are not counted: under `mixed_float16` a stream's first epoch can
+        end a few steps short."""
+        optimizer = self.model.optimizer
+        inner = getattr(optimizer, "inner_optimizer", optimizer)
+        calls = getattr(inner, "_iterations", optimizer.iterations)
         state = getattr(self.model, "_step_state", None)
         skipped = int(state.skipped_steps.numpy()) if state is not None else 0
-        return int(self.model.optimizer.iterations.numpy()) + skipped
+        return int(calls.numpy()) + skipped
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         done = batch + 1
@@ -55,12 +65,13 @@ class EpochLog(keras.callbacks.Callback):
 
 
 def resolve_mode(monitor: str, mode: str) -> str:
-    """`mode` as configured, or `max`/`min` from the metric's name when it is `auto`."""
+    """`mode` as configured, or `max`/`min` from the words of the metric's name when it is
+    `auto` (the objective's direction, and so the epoch a run is tested with, come from it)."""
     mode = MonitorMode(mode).value
     if mode != MonitorMode.auto:
         return mode
-    name = monitor.removeprefix("val_")
-    return "max" if name in HIGHER_IS_BETTER else "min"
+    words = set(monitor.removeprefix("val_").removeprefix("test_").split("_"))
+    return "max" if words & HIGHER_IS_BETTER else "min"
 
 
 def build_callbacks(

@@ -58,7 +58,7 @@ def finalize(
     )
     results.setdefault("tested_epoch", results["epochs_run"] or None)
     if history:
-        plot_curves(history, run_dir / "curves.png", name, epoch)
+        plot_curves(history, run_dir / "curves.png", name, epoch, results["tested_epoch"])
     results = to_builtin(results)
     if cfg.trainer.strategy == "multi_worker":
         log.info("final weights digest: %s (the same on every worker)", weights_digest(model))

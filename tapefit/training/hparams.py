@@ -94,9 +94,11 @@ class RunSession:
         self.started = False
 
     def start(self) -> None:
+        """Write the session's start (its hyperparameters), replacing an earlier one."""
         write_session(self.session_dir, self.hyperparameters)
         self.started = True
 
     def end(self, state: str, error: str | None = None) -> None:
+        """Write the session's end (`completed`, `failed`, `interrupted`), if it started."""
         if self.started:
             end_session(self.session_dir, state, error)

@@ -126,11 +126,15 @@ def curve_panels(history: dict[str, list[float]]) -> list[tuple[str, list[str]]]
 
 
 def curves_figure(
-    history: dict[str, list[float]], objective: str | None = None, best_epoch: int | None = None
+    history: dict[str, list[float]],
+    objective: str | None = None,
+    best_epoch: int | None = None,
+    tested_epoch: int | None = None,
 ) -> Any:
     """The figure of `curve_panels`, epochs numbered from 0 as History, `history.csv` and
-    TensorBoard number them; `best_epoch` (counted from 1, as `objective_epoch`) is marked on
-    every panel, and the objective's value there on its own panel."""
+    TensorBoard number them. The epoch whose weights were tested (`tested_epoch`, counted from
+    1 as in metrics.json; default `best_epoch`) is a dashed line on every panel, and the
+    objective's best value (`best_epoch`, as `objective_epoch`) a star on its own panel."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -149,19 +153,25 @@ def curves_figure(
             label = "validation" if key.startswith("val_") else "train"
             color = "C1" if label == "validation" else "C0"  # the same colours on every panel
             axis.plot(np.arange(len(values)), values, "o-", markersize=3, color=color, label=label)
-        if best_epoch is not None:
-            axis.axvline(best_epoch - 1, color="grey", linestyle="--", linewidth=1)
-            if objective in series:
-                value = history[objective][best_epoch - 1]
-                axis.plot(
-                    [best_epoch - 1],
-                    [value],
-                    marker="*",
-                    markersize=12,
-                    color="black",
-                    linestyle="none",
-                    label=f"selected: epoch {best_epoch - 1}",
-                )
+        tested = tested_epoch or best_epoch
+        if tested is not None:
+            axis.axvline(
+                tested - 1,
+                color="grey",
+                linestyle="--",
+                linewidth=1,
+                label=f"tested weights (tested_epoch {tested})",
+            )
+        if best_epoch is not None and objective in series:
+            axis.plot(
+                [best_epoch - 1],
+                [history[objective][best_epoch - 1]],
+                marker="*",
+                markersize=12,
+                color="black",
+                linestyle="none",
+                label=f"best {objective} (objective_epoch {best_epoch})",
+            )
         axis.set_title(name)
         axis.set_xlabel("epoch")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -176,11 +186,12 @@ def plot_curves(
     path: Path,
     objective: str | None = None,
     best_epoch: int | None = None,
+    tested_epoch: int | None = None,
 ) -> Path:
     """Write `curves_figure` to `path` (PNG), atomically."""
     import matplotlib.pyplot as plt
 
-    figure = curves_figure(history, objective, best_epoch)
+    figure = curves_figure(history, objective, best_epoch, tested_epoch)
     atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=110), mode="wb")
     plt.close(figure)
     return path

@@ -18,13 +18,15 @@ log = logging.getLogger("tapefit")
 
 class BestEpochWeights(keras.callbacks.Callback):
     """Keeps a copy of the weights of the epoch whose `monitor` value is the best so far (the
-    first such epoch on ties, as `objective_value` picks it). Its state rides in the resume
-    checkpoints (`get_state`), so a resumed run still knows the best epoch before the stop."""
+    first such epoch on ties, as `objective_value` picks it), or, with `monitor=None`, of the
+    last epoch (which `EarlyStopping(restore_best_weights=True)` would otherwise replace at
+    the end). Its state rides in the resume checkpoints (`get_state`), so a resumed run still
+    knows the best epoch before the stop."""
 
-    def __init__(self, monitor: str) -> None:
+    def __init__(self, monitor: str | None) -> None:
         super().__init__()
         self.monitor = monitor
-        self.higher_is_better = resolve_mode(monitor, "auto") == "max"
+        self.higher_is_better = monitor is not None and resolve_mode(monitor, "auto") == "max"
         self.epoch: int | None = None  # 0-based, as Keras counts epochs
         self.value = math.nan
         self.weights: list[np.ndarray] = []
@@ -32,6 +34,8 @@ class BestEpochWeights(keras.callbacks.Callback):
 
     def better(self, value: float) -> bool:
         """Whether `value` beats the best so far (a non-finite value never does)."""
+        if self.monitor is None:
+            return True
         if not math.isfinite(value):
             return False
         if self.epoch is None:
@@ -40,12 +44,13 @@ class BestEpochWeights(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.last_epoch = epoch
-        value = (logs or {}).get(self.monitor)
+        value = (logs or {}).get(self.monitor) if self.monitor else math.nan
         if value is not None and self.better(float(value)):
             self.epoch, self.value = epoch, float(value)
             self.weights = [np.array(w, copy=True) for w in self.model.get_weights()]
 
     def get_state(self) -> dict[str, Any]:
+        """The selected epoch, its value and weights, and the last epoch seen (JSON + arrays)."""
         return {
             "epoch": self.epoch,
             "value": self.value,
@@ -54,30 +59,42 @@ class BestEpochWeights(keras.callbacks.Callback):
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
+        """Put back what `get_state` returned (a resume)."""
         self.epoch, self.value = state["epoch"], float(state["value"])
         self.weights = list(state["weights"]) if state["weights"] else []
         self.last_epoch = state.get("last_epoch")
 
 
 def selector(cfg: Any, objective: str) -> BestEpochWeights | None:
-    """The callback that keeps the selected epoch's weights, or None when the run is tested
-    with its last weights (`trainer.test_weights=last`, `objective_mode=last`, or an objective
-    that is a test metric, which no epoch can select)."""
-    if TestWeights(cfg.trainer.test_weights) == TestWeights.last:
-        return None
-    if ObjectiveMode(cfg.objective_mode) == ObjectiveMode.last or objective.startswith("test_"):
-        return None
-    return BestEpochWeights(objective)
+    """The callback that keeps the weights the run is tested with: the objective's best
+    epoch's, or the last epoch's (`trainer.test_weights=last`, `objective_mode=last`, or an
+    objective that is a test metric, which no epoch can select). None when the model ends
+    training with them anyway (last weights, no EarlyStopping restoring its own best)."""
+    last = (
+        TestWeights(cfg.trainer.test_weights) == TestWeights.last
+        or ObjectiveMode(cfg.objective_mode) == ObjectiveMode.last
+        or objective.startswith("test_")
+    )
+    if not last:
+        return BestEpochWeights(objective)
+    stopping = cfg.callbacks.early_stopping
+    return BestEpochWeights(None) if stopping.enabled and stopping.restore_best_weights else None
 
 
-def use_selected_weights(model: keras.Model, chosen: BestEpochWeights | None) -> dict[str, Any]:
-    """Put the selected epoch's weights into `model` (if they are not already its weights);
-    return what `metrics.json` says about them: `tested_weights` and `tested_epoch`
-    (counted from 1, as `objective_epoch`)."""
+def use_selected_weights(
+    model: keras.Model, chosen: BestEpochWeights | None, first_epoch: int = 0
+) -> dict[str, Any]:
+    """Put the selected epoch's weights into `model`; return what `metrics.json` says about
+    them: `tested_weights` and `tested_epoch` (counted from 1 within this run's history, as
+    `objective_epoch`: a Hyperband round continuing after `first_epoch` epochs counts its own)."""
     if chosen is None or chosen.epoch is None or not chosen.weights:
         return {"tested_weights": "last"}
-    if chosen.epoch != chosen.last_epoch:
-        model.set_weights(chosen.weights)
+    model.set_weights(chosen.weights)  # also undoes an EarlyStopping's restore of its own best
+    tested = {
+        "tested_weights": "best" if chosen.monitor else "last",
+        "tested_epoch": chosen.epoch + 1 - first_epoch,
+    }
+    if chosen.monitor and chosen.epoch != chosen.last_epoch:
         log.info(
             "testing and saving the weights of epoch %d (best %s=%.4g), not the last epoch's "
             "(trainer.test_weights=last keeps those)",
@@ -85,4 +102,4 @@ def use_selected_weights(model: keras.Model, chosen: BestEpochWeights | None) ->
             chosen.monitor,
             chosen.value,
         )
-    return {"tested_weights": "best", "tested_epoch": chosen.epoch + 1}
+    return tested

@@ -25,6 +25,7 @@ from tapefit.families import family_for
 from tapefit.step.monitor import NonFiniteGuard
 from tapefit.training.building import build_before_training
 from tapefit.training.callback_state import CarryCallbackStates
+from tapefit.training.callback_state import apply as apply_callback_states
 from tapefit.training.callbacks import EpochLog, StepProgbar, build_callbacks
 from tapefit.training.checkpoints import (
     EpochCheckpoint,
@@ -287,6 +288,8 @@ def train_on(
                 fill_tensorboard(run_dir / "tensorboard", epochs)
     chosen = selector(cfg, objective_name(cfg, family_for(cfg).default_objective(cfg)))
     kept = [chosen] if chosen is not None else []  # before the checkpointer: it saves its state
+    if kept and callback_states[0]:  # its state now, even if no epoch is left to fit
+        apply_callback_states(kept, *callback_states)
     checkpointer = EpochCheckpoint(
         checkpoints,
         {"config": config_snapshot(cfg)},
@@ -341,7 +344,7 @@ def train_on(
         )
     timings = {"started": started, "train_time_s": time.perf_counter() - started}
     with strategy.scope():
-        tested = use_selected_weights(model, chosen)
+        tested = use_selected_weights(model, chosen, warm_start[1] if warm_start else 0)
     history = history_lists(checkpointer.history)
     return finalize(cfg, model, data, history, run_dir, timings, tested)
 
