@@ -264,3 +264,17 @@ def test_the_launcher_refuses_tuners_for_optuna(capsys):
     with pytest.raises(SystemExit):
         parse(["--tuners", "2", "--", "tune=optuna"])
     assert "tune=optuna shares its study through a database" in capsys.readouterr().err
+
+
+def test_a_resumed_trial_reports_its_epochs_from_before_the_stop_again(tmp_path):
+    """A stop between an epoch's checkpoint and its report to the study would leave that epoch
+    unreported; the resumed trial reports the checkpointed epochs again (repeats are ignored)."""
+    from tapefit.sweeps.trials import EpochReport
+    from tapefit.training.checkpoints import EpochCheckpoint
+
+    reported = []
+    watch = EpochReport("val_accuracy", lambda value, epoch: reported.append((value, epoch)))
+    earlier = [{"val_accuracy": 0.5}, {"val_accuracy": 0.75}]
+    watch.use_callbacks([EpochCheckpoint(tmp_path, {}, earlier)])
+    watch.on_train_begin()
+    assert reported == [(0.5, 0), (0.75, 1)]

@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from tapefit.sweeps.records import (
     write_trials_csv,
 )
 from tapefit.sweeps.search_space import apply_values, corner_values, declare, override_text
+from tapefit.training.checkpoints import EpochCheckpoint
 from tapefit.training.lifecycle import CHECKPOINTS, RunInterrupted, alive, read_status, write_status
 from tapefit.training.outputs import atomic_write, write_json
 from tapefit.training.resume import MAY_DIFFER, check_same_config, config_snapshot
@@ -68,9 +70,23 @@ class EpochReport(keras.callbacks.Callback):
         super().__init__()
         self.objective, self.report = objective, report
         self.stopped_at: int | None = None
+        self.earlier: list[dict] = []
+
+    def use_callbacks(self, callbacks: list[Any]) -> None:
+        """The run's callbacks: a resumed run's checkpointer holds the epochs before the stop."""
+        found = (c.history for c in callbacks if isinstance(c, EpochCheckpoint))
+        self.earlier = list(next(found, []))
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         self.stopped_at = None
+        # A resumed trial reports its epochs from before the stop again, in case the stop came
+        # between an epoch's checkpoint and its report (the engine ignores repeats).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for epoch, logs_then in enumerate(self.earlier):
+                value = logs_then.get(self.objective)
+                if value is not None and math.isfinite(float(value)):
+                    self.report(float(value), epoch)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         value = (logs or {}).get(self.objective)
