@@ -415,6 +415,10 @@ def test_ordinary_runs_are_hparams_sessions_read_back_from_a_tensorboard_server(
     served = {(m["name"]["group"], m["name"]["tag"]): m["value"] for m in good["metricValues"]}
     assert served["validation", "epoch_loss"] == pytest.approx(history["val_loss"][-1], rel=1e-6)
     assert served["train", "epoch_accuracy"] == pytest.approx(history["accuracy"][-1], rel=1e-6)
+    # and what was selected and tested, as metrics.json reports it
+    metrics = json.loads((two_runs / "good" / "metrics.json").read_text())
+    assert served["", "run/val_accuracy"] == pytest.approx(metrics["objective_value"], rel=1e-6)
+    assert served["", "run/test_accuracy"] == pytest.approx(metrics["test_accuracy"], rel=1e-6)
 
 
 @pytest.fixture(scope="module")

@@ -229,7 +229,7 @@ def test_conditional_entries_are_suggested_only_when_their_condition_holds():
             None,
             r"tune.storage=postgresql://me:\*\*\*@localhost:1/db cannot be opened",
         ),
-        (["tune.pruner=mean"], None, "tune.pruner='mean' is unknown: choose one of median"),
+        (["tune.pruner=hyperband", "tune.max_epochs=0"], None, "tune.max_epochs=0 must be"),
         (
             [],
             {"type": "float", "min": 1e-4, "max": 1e-2, "sampling": "reverse_log"},
@@ -278,3 +278,21 @@ def test_a_resumed_trial_reports_its_epochs_from_before_the_stop_again(tmp_path)
     watch.use_callbacks([EpochCheckpoint(tmp_path, {}, earlier)])
     watch.on_train_begin()
     assert reported == [(0.5, 0), (0.75, 1)]
+
+
+def test_an_unknown_sampler_or_pruner_fails_when_the_config_is_composed(compose):
+    """Closed sets are Enums of the schema: Hydra names the choices before anything runs."""
+    with pytest.raises(Exception) as caught:
+        compose(["tune=optuna", "tune.pruner=mean"])
+    error = f"{caught.value} {caught.value.__cause__}"
+    assert "Invalid value 'mean', expected one of [median, hyperband, none]" in error
+
+
+@pytest.mark.parametrize("key", ["tune.sampler=random", "tune.storage=sqlite:///x.db"])
+def test_a_keras_tuner_search_refuses_keys_only_optuna_reads(compose, tmp_path, key):
+    from tapefit.sweeps.tuning import search as keras_tuner_search
+
+    cfg = mini_space(compose(["tune=random", *FAST, key]))
+    with pytest.raises(TapefitError, match=rf"^{key.split('=')[0]}=.* is read only by tune=optuna"):
+        keras_tuner_search(cfg, tmp_path)
+    assert not (tmp_path / "trials").exists()

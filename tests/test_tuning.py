@@ -352,3 +352,13 @@ def test_a_chief_and_two_tuners_share_one_search_on_loopback(tmp_path):
     assert json.loads((search_dir / "status.json").read_text())["state"] == "completed"
     leftover = subprocess.run(["pgrep", "-f", str(search_dir)], capture_output=True, text=True)
     assert leftover.stdout == ""  # every process the launcher started has ended
+
+
+def test_a_searched_key_also_set_on_the_command_line_is_named_once_in_the_rerun_command():
+    from tapefit.sweeps.trials import best_command, pinned
+
+    overrides = ["model.architecture=mlp", "trainer.epochs=1", "tune=random"]
+    space = {"model.architecture": None, "optimizer.learning_rate": None}
+    assert pinned(overrides, space) == ["model.architecture"]  # warned about at the start
+    command = best_command(overrides, {"model.architecture": "cnn"})
+    assert command == "python -m tapefit trainer.epochs=1 model.architecture=cnn"

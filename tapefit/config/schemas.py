@@ -264,6 +264,32 @@ class SpaceEntry:
     when: dict[str, list[Any]] | None = None
 
 
+class Sampler(str, Enum):
+    """`tune.sampler`: how Optuna draws a trial's values (tune=optuna)."""
+
+    tpe = "tpe"  # random for the first num_initial_points trials (null: 10), then TPE
+    random = "random"
+
+
+class Pruner(str, Enum):
+    """`tune.pruner`: which of Optuna's pruners stops unpromising trials after an epoch."""
+
+    median = "median"
+    hyperband = "hyperband"
+    none = "none"
+
+
+# The keys only tune=optuna reads, with their defaults: another search refuses them if changed.
+OPTUNA_KEYS = {
+    "storage": None,
+    "study_name": None,
+    "sampler": Sampler.tpe,
+    "pruner": Pruner.median,
+    "pruner_startup_trials": 5,
+    "pruner_warmup_epochs": 0,
+}
+
+
 @dataclass
 class TuneConfig:
     """`tune=<algorithm>`: a keras-tuner search or an Optuna study whose trials are ordinary
@@ -283,8 +309,8 @@ class TuneConfig:
     # (postgresql://...); null: sqlite:///<search dir>/optuna.db
     storage: str | None = None
     study_name: str | None = None  # optuna: the study in the storage; null: experiment_name
-    sampler: str = "tpe"  # optuna: tpe (random first: num_initial_points, null: 10) or random
-    pruner: str = "median"  # optuna: median, hyperband (max_epochs, factor) or none
+    sampler: Sampler = Sampler.tpe  # optuna: tpe (random first: num_initial_points) or random
+    pruner: Pruner = Pruner.median  # optuna: median, hyperband (max_epochs, factor) or none
     pruner_startup_trials: int = 5  # optuna median: trials that finish before any is pruned
     pruner_warmup_epochs: int = 0  # optuna median: epochs every trial runs before pruning
     space: dict[str, SpaceEntry] = field(default_factory=dict)  # conf/search_space/*.yaml

@@ -15,12 +15,11 @@ import re
 import socket
 import time
 import zlib
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from tapefit.choices import parse_choice
-from tapefit.config.schemas import ParamType
+from tapefit.config.schemas import ParamType, Pruner, Sampler
 from tapefit.config.validation import at_least, check_config, checked_objective
 from tapefit.errors import TapefitError
 from tapefit.sweeps.search_space import apply_values
@@ -47,21 +46,6 @@ STATUS = {  # Optuna's trial states as trials.csv says them
 }
 
 
-class Sampler(str, Enum):
-    """`tune.sampler`: how Optuna draws a trial's values."""
-
-    tpe = "tpe"  # random for the first num_initial_points trials (null: 10), then TPE
-    random = "random"
-
-
-class Pruner(str, Enum):
-    """`tune.pruner`: which of Optuna's pruners stops unpromising trials after an epoch."""
-
-    median = "median"
-    hyperband = "hyperband"
-    none = "none"
-
-
 def require_optuna() -> Any:
     """The `optuna` module (>= 4), imported only for `tune=optuna`; else a one-line error."""
     try:
@@ -81,7 +65,8 @@ def check_optuna(cfg: Any) -> None:
         at_least(tune[key], 1, f"tune.{key}")
     if parse_choice(Pruner, tune.pruner, "tune.pruner") == Pruner.hyperband:
         at_least(tune.factor, 2, "tune.factor")
-        at_least(tune.max_epochs or cfg.trainer.epochs, 1, "tune.max_epochs")
+        max_epochs = tune.max_epochs if tune.max_epochs is not None else cfg.trainer.epochs
+        at_least(max_epochs, 1, "tune.max_epochs")
     at_least(tune.pruner_startup_trials, 0, "tune.pruner_startup_trials")
     at_least(tune.pruner_warmup_epochs, 0, "tune.pruner_warmup_epochs")
     for name, entry in tune.space.items():

@@ -140,6 +140,13 @@ class TrialRuns:
         self.objective, self.direction, self.worker = objective, direction, worker
         self.load_data = DataCache()
         self.placeholders = placeholders(cfg, cfg.tune.space)
+        for key in pinned(overrides, cfg.tune.space):
+            log.warning(
+                "%s is set on the command line, but tune.space searches it: each trial's "
+                "value replaces it; to keep it fixed, search a space without it "
+                "(search_space=<your file>)",
+                key,
+            )
 
     def trial_dir(self, trial_id: str, execution: int = 0) -> Path:
         """Where a trial's run lives (one directory per execution when there are several)."""
@@ -318,6 +325,12 @@ class TrialRuns:
         return summary
 
 
+def pinned(overrides: list[str], space: Any) -> list[str]:
+    """The searched keys that the command line also sets."""
+    keys = [o.lstrip("+~").split("=", 1)[0] for o in overrides if "=" in o]
+    return [key for key in keys if key in space]
+
+
 def read_record(path: Path) -> dict[str, Any]:
     """A JSON record (`trial.json`), or {} when there is none (or an unreadable one)."""
     try:
@@ -330,6 +343,7 @@ def best_command(overrides: list[str], values: dict[str, Any], cfg: Any = None) 
     """The command that re-runs a trial as an ordinary run; a searched argument of a
     `_target_` object that the config does not list is added with `++`."""
     kept = [o for o in overrides if not o.lstrip("+~").startswith(HIDDEN_OVERRIDES)]
+    kept = [o for o in kept if o.lstrip("+~").split("=", 1)[0] not in values]  # the trial's win
 
     def setting(key: str, value: Any) -> str:
         listed = cfg is None or OmegaConf.select(cfg, key, default=None) is not None

@@ -18,8 +18,9 @@ import keras
 import keras_tuner as kt
 from keras_tuner.src.distribute import utils as dist_utils
 
-from tapefit.config.schemas import TuneAlgorithm
+from tapefit.config.schemas import OPTUNA_KEYS, TuneAlgorithm
 from tapefit.config.validation import check_config, checked_objective
+from tapefit.errors import TapefitError
 from tapefit.sweeps.search_space import active_values, apply_values, declare
 from tapefit.sweeps.trials import (  # noqa: F401 - EpochClock: experiments/sweep_benchmark.py
     RECORD,
@@ -144,6 +145,19 @@ def records(runner: TrialRunner) -> list[dict[str, Any]]:
     return rows
 
 
+def check_no_optuna_keys(cfg: Any) -> None:
+    """A key only `tune=optuna` reads, changed for a keras-tuner search, is a mistake (a wrong
+    `tune=` or a misplaced setting): refused in one line rather than ignored."""
+    changed = [key for key, default in OPTUNA_KEYS.items() if cfg.tune[key] != default]
+    if changed:
+        value = cfg.tune[changed[0]]
+        raise TapefitError(
+            f"tune.{changed[0]}={getattr(value, 'value', value)} is read only by tune=optuna, "
+            f"not by tune={TuneAlgorithm(cfg.tune.algorithm).value}: use tune=optuna, or "
+            "drop the key"
+        )
+
+
 def search(cfg: Any, search_dir: str | Path, overrides: list[str] | None = None) -> dict:
     """Run (or continue) the configured search in `search_dir`; return its summary, whose
     `objective_value` is the best trial's. One trial failing does not stop it; more than
@@ -152,6 +166,7 @@ def search(cfg: Any, search_dir: str | Path, overrides: list[str] | None = None)
     check_config(cfg)
     name = checked_objective(cfg)
     check_space(cfg)
+    check_no_optuna_keys(cfg)
     chief = not dist_utils.has_chief_oracle() or dist_utils.is_chief_oracle()
     if chief:
         begin_search(search_dir, cfg, name)  # the claim and the HParams columns

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -98,7 +99,25 @@ class RunSession:
         write_session(self.session_dir, self.hyperparameters)
         self.started = True
 
-    def end(self, state: str, error: str | None = None) -> None:
-        """Write the session's end (`completed`, `failed`, `interrupted`), if it started."""
-        if self.started:
-            end_session(self.session_dir, state, error)
+    def end(self, state: str, error: str | None = None, results: dict | None = None) -> None:
+        """Write the session's end (`completed`, `failed`, `interrupted`), if it started; a
+        completed run's `results` add its objective and test metrics as session metrics."""
+        if not self.started:
+            return
+        end_session(self.session_dir, state, error)
+        if results:
+            write_results(self.session_dir, results)
+
+
+def write_results(session_dir: Path, results: dict[str, Any]) -> None:
+    """A completed run's selected objective (`run/<objective>`, the value `metrics.json`
+    reports) and its test metrics (`run/test_*`), as scalars of the session itself: the HParams
+    table then shows what was selected and tested, not only the last epoch's curves."""
+    shown = {f"run/{k}": v for k, v in results.items() if k.startswith("test_")}
+    shown[f"run/{results['objective']}"] = results.get("objective_value")
+    writer = tf.summary.create_file_writer(str(session_dir))
+    with writer.as_default():
+        for tag, value in shown.items():
+            if isinstance(value, int | float) and math.isfinite(value):
+                tf.summary.scalar(tag, value, step=0)
+    writer.close()

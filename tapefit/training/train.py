@@ -152,9 +152,9 @@ def fit(
     callbacks += build_callbacks(
         cfg.callbacks, run_dir, before_writers=extra_callbacks, append=append
     )
-    callbacks.append(EpochLog())
-    if cfg.trainer.verbose:
+    if cfg.trainer.verbose:  # before the epoch's log line, so the bar ends its line first
         callbacks.append(StepProgbar())
+    callbacks.append(EpochLog())
     for callback in callbacks:  # those that save or carry the others' state
         if hasattr(callback, "use_callbacks"):
             callback.use_callbacks(callbacks)
@@ -423,12 +423,12 @@ def run_in(
     shutil.rmtree(run_dir / CHECKPOINTS, ignore_errors=True)  # model.keras supersedes them
     write_status(run_dir, "completed", objective=results["objective"])
     if session is not None:
-        session.end("completed")
+        session.end("completed", results=results)
     log.info(
         "completed: %s; objective %s=%s",
         ", ".join(f"{k}={v:.4f}" for k, v in results.items() if k.startswith("test_"))
         or "no test split",
         results["objective"],
-        results["objective_value"],
+        "none" if results["objective_value"] is None else f"{results['objective_value']:.4f}",
     )
     return results
