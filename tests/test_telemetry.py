@@ -3,10 +3,6 @@ steps, in TensorBoard and steps.csv; read back through a real TensorBoard server
 
 import csv
 import json
-import socket
-import subprocess
-import sys
-import time
 import urllib.parse
 import urllib.request
 
@@ -18,7 +14,7 @@ import tensorflow as tf
 from tapefit import TapeModel
 from tapefit.step.monitor import StepTelemetry
 from tapefit.training.train import run
-from tests.helpers import scalar_tags
+from tests.helpers import TensorBoardServer, scalar_tags
 
 
 def dense_model():
@@ -114,17 +110,6 @@ def test_histograms_of_every_gradient_on_request(tmp_path):
     assert sum(tag.startswith("gradient/") for tag in tags) == 4  # 2 kernels, 2 biases
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def get_json(url: str):
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return json.loads(response.read())
-
-
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     from tapefit.config.composition import compose
@@ -143,39 +128,14 @@ def finished_run(tmp_path_factory):
 
 
 def test_a_tensorboard_server_serves_the_step_scalars(finished_run):
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tensorboard.main",
-            f"--logdir={finished_run / 'tensorboard'}",
-            "--host=127.0.0.1",
-            f"--port={port}",
-            "--load_fast=false",
-            "--reload_interval=1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}/data/plugin/scalars"
-    try:
-        deadline, tags = time.monotonic() + 90, {}
-        while time.monotonic() < deadline:
-            try:
-                tags = get_json(f"{base}/tags")
-                if "step/gradient_norm" in tags.get("train", {}):
-                    break
-            except OSError:
-                pass
-            time.sleep(0.5)
+    with TensorBoardServer(finished_run / "tensorboard") as server:
+        tags = server.wait_for(
+            "scalars/tags", lambda reply: "step/gradient_norm" in reply.get("train", {})
+        )
         assert {"step/gradient_norm", "step/learning_rate"} <= set(tags["train"])
         assert not {"step/loss_scale", "step/skipped_steps"} & set(tags["train"])
         query = urllib.parse.urlencode({"run": "train", "tag": "step/gradient_norm"})
-        served = get_json(f"{base}/scalars?{query}")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+        served = server.request(f"scalars/scalars?{query}")
     with (finished_run / "steps.csv").open() as file:
         rows = list(csv.DictReader(file))
     assert [point[1] for point in served] == [int(row["step"]) for row in rows]

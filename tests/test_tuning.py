@@ -45,26 +45,39 @@ def rows(path):
         return list(csv.DictReader(file))
 
 
+def hparams_data(session_dir):
+    """Every HParams plugin record (session start, end, experiment) in `session_dir`'s own
+    event files."""
+    for event_file in session_dir.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == "hparams":
+                    yield plugin_data_pb2.HParamsPluginData.FromString(
+                        value.metadata.plugin_data.content
+                    )
+
+
 def hparams_sessions(log_dir):
-    """trial id -> the hyperparameter values its HParams session recorded."""
+    """subfolder name -> the hyperparameter values its HParams session recorded."""
     sessions = {}
-    for trial_dir in log_dir.iterdir():
-        if not trial_dir.is_dir():
-            continue
-        for event_file in trial_dir.glob("events.out.tfevents.*"):
-            for event in tf.compat.v1.train.summary_iterator(str(event_file)):
-                for value in event.summary.value:
-                    if value.metadata.plugin_data.plugin_name == "hparams":
-                        data = plugin_data_pb2.HParamsPluginData.FromString(
-                            value.metadata.plugin_data.content
-                        )
-                        if data.HasField("session_start_info"):
-                            info = data.session_start_info
-                            sessions[trial_dir.name] = {
-                                k: v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind"))
-                                for k, v in info.hparams.items()
-                            }
+    for session_dir in (d for d in log_dir.iterdir() if d.is_dir()):
+        for data in hparams_data(session_dir):
+            if data.HasField("session_start_info"):
+                sessions[session_dir.name] = {
+                    k: v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind"))
+                    for k, v in data.session_start_info.hparams.items()
+                }
     return sessions
+
+
+def session_end_status(session_dir):
+    """The status an HParams session in `session_dir` ended with (None: not ended)."""
+    ends = [
+        d.session_end_info.status
+        for d in hparams_data(session_dir)
+        if d.HasField("session_end_info")
+    ]
+    return ends[0] if ends else None
 
 
 def test_a_random_search_leaves_every_output_and_its_best_trial_reruns_alike(compose, tmp_path):
@@ -241,20 +254,6 @@ def test_an_interrupted_search_continues_without_repeating_finished_trials(tmp_p
     assert (tmp_path / "trials" / "0" / "trial.json").stat().st_mtime == finished_at
     assert json.loads((tmp_path / "trials" / "0" / "trial.json").read_text()) == first
     assert json.loads((tmp_path / "status.json").read_text())["state"] == "completed"
-
-
-def session_end_status(session_dir):
-    """The status an HParams session in `session_dir` ended with (None: not ended)."""
-    for event_file in session_dir.glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
-            for value in event.summary.value:
-                if value.metadata.plugin_data.plugin_name == "hparams":
-                    data = plugin_data_pb2.HParamsPluginData.FromString(
-                        value.metadata.plugin_data.content
-                    )
-                    if data.HasField("session_end_info"):
-                        return data.session_end_info.status
-    return None
 
 
 def test_multirun_reports_a_failed_job_as_the_worst_value_and_writes_a_sweep_summary(tmp_path):
