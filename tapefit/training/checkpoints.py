@@ -159,6 +159,8 @@ class EpochCheckpoint(keras.callbacks.Callback):
             "history": self.history,
             "random_states": [to_builtin(v.numpy()) for v in random_states(self.model)],
             "metric_states": [to_builtin(v.numpy()) for v in self.model.metrics_variables],
+            # an EarlyStopping (or any callback) ended training at this epoch's end
+            "stop_training": bool(self.model.stop_training) and steps_in_epoch == 0,
             "callback_states": callback_states,
             **self.metadata,
         }
@@ -185,28 +187,38 @@ class EpochCheckpoint(keras.callbacks.Callback):
 
 
 class RestoreMetrics(keras.callbacks.Callback):
-    """Add back the metric states of a checkpoint taken mid-epoch, so the resumed epoch's
-    averages include the steps before the checkpoint. Keras builds compiled metrics inside the
-    first step, so the saved states are added after it; Keras' metrics keep running sums
-    (total and count, true positives, ...), so adding is exact."""
+    """Put back the metric states of a checkpoint taken mid-epoch, so the resumed epoch's
+    averages include the steps before the checkpoint, bit for bit: the running sums (total
+    and count, true positives, ...) are assigned at the start of the resumed epoch, after
+    `fit` reset them, so every later step adds to them in the uninterrupted run's order.
+    A metric Keras has not built by then (built inside the first step) gets its state added
+    after the first step instead, which is exact up to the order of one addition."""
 
-    def __init__(self, states: list) -> None:
+    def __init__(self, states: list | None) -> None:
         super().__init__()
         self.states = states
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        if self.states is not None and len(self.model.metrics_variables) == len(self.states):
+            self._put(lambda variable, value: variable.assign(value))
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         if self.states is None:
             return
-        variables = self.model.metrics_variables
-        if len(variables) != len(self.states):
+        if len(self.model.metrics_variables) != len(self.states):
             warnings.warn(
                 "the checkpoint's metric states do not fit this model's metrics: the resumed "
                 "epoch's averages cover only the steps after the resume",
                 stacklevel=2,
             )
-        else:
-            for variable, value in zip(variables, self.states, strict=True):
-                variable.assign_add(keras.ops.cast(value, variable.dtype))
+            self.states = None
+            return
+        self._put(lambda variable, value: variable.assign_add(value))
+
+    def _put(self, put: Any) -> None:
+        variables = self.model.metrics_variables
+        for variable, value in zip(variables, self.states, strict=True):
+            put(variable, keras.ops.cast(value, variable.dtype))
         self.states = None
 
 

@@ -60,7 +60,8 @@ class BestEpochWeights(keras.callbacks.Callback):
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Put back what `get_state` returned (a resume)."""
-        self.epoch, self.value = state["epoch"], float(state["value"])
+        value = state["value"]  # None: NaN in JSON, before the first epoch ended
+        self.epoch, self.value = state["epoch"], math.nan if value is None else float(value)
         self.weights = list(state["weights"]) if state["weights"] else []
         self.last_epoch = state.get("last_epoch")
 

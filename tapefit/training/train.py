@@ -10,7 +10,6 @@ import dataclasses
 import logging
 import shutil
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from tapefit.training.checkpoints import (
 )
 from tapefit.training.compiling import compile_model
 from tapefit.training.finish import finalize
+from tapefit.training.fitting import Fitting, Segment, replay_shuffles
 from tapefit.training.hparams import RunSession, config_hyperparameters
 from tapefit.training.lifecycle import (
     CHECKPOINTS,
@@ -125,32 +125,18 @@ def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.
     return model
 
 
-def fit(
-    cfg: Any,
-    model: keras.Model,
-    data: Any,
-    run_dir: Path,
-    extra_callbacks: list[keras.callbacks.Callback] | None = None,
-    initial_epoch: int = 0,
-    append: bool = False,
-    *,
-    epochs: int | None = None,
-    skip_steps: int = 0,
-    replay: bool = True,
-    unknown_length: bool = False,
-) -> keras.callbacks.History:
-    """`model.fit` on the data: the family's callbacks first (they add to the epoch logs), then
-    `extra_callbacks` (checkpoints, which must precede the writers), then the configured ones.
-
-    From `initial_epoch` > 0 (a resume), the shuffles of the finished epochs are replayed
-    first (unless `replay` is false because an earlier fit in this process drew them), and
-    `skip_steps` batches of the first epoch are skipped; the CSV log is appended to.
-    """
+def assemble_callbacks(
+    cfg: Any, data: Any, run_dir: Path, before_writers: list, append: bool
+) -> list[keras.callbacks.Callback]:
+    """The run's callbacks in their order: the family's first (they add to the epoch logs),
+    then the configured ones with `before_writers` (checkpoints, which must precede the
+    writers) ahead of those that write the logs (the CSV appended to when `append`), the
+    progress bar and the epoch's log line last."""
     callbacks = family_for(cfg).callbacks(cfg, data)
     if cfg.trainer.on_nonfinite != "ignore":
         callbacks.insert(0, NonFiniteGuard())
     callbacks += build_callbacks(
-        cfg.callbacks, run_dir, before_writers=extra_callbacks, append=append
+        cfg.callbacks, run_dir, before_writers=before_writers, append=append
     )
     if cfg.trainer.verbose:  # before the epoch's log line, so the bar ends its line first
         callbacks.append(StepProgbar())
@@ -158,60 +144,7 @@ def fit(
     for callback in callbacks:  # those that save or carry the others' state
         if hasattr(callback, "use_callbacks"):
             callback.use_callbacks(callbacks)
-    if replay:
-        replay_shuffles(data.train, initial_epoch, cfg.trainer.steps_per_epoch, unknown_length)
-    with warnings.catch_warnings():
-        if unknown_length:  # a stream ends each epoch by running out: not worth a warning
-            warnings.filterwarnings("ignore", message="Your input ran out of data")
-        return fit_model(cfg, model, data, callbacks, epochs, initial_epoch, skip_steps)
-
-
-def fit_model(
-    cfg: Any,
-    model: keras.Model,
-    data: Any,
-    callbacks: list,
-    epochs: int | None,
-    initial_epoch: int,
-    skip_steps: int,
-) -> keras.callbacks.History:
-    """`model.fit` with the run's data, callbacks and trainer settings."""
-    return model.fit(
-        data.train.skip(skip_steps) if skip_steps else data.train,
-        validation_data=data.val,
-        shuffle=False,  # the tf.data pipeline already reshuffles, from the seed
-        epochs=epochs or cfg.trainer.epochs,
-        initial_epoch=initial_epoch,
-        steps_per_epoch=(
-            cfg.trainer.steps_per_epoch - skip_steps if cfg.trainer.steps_per_epoch else None
-        ),
-        validation_steps=cfg.trainer.validation_steps,
-        callbacks=callbacks,
-        verbose=cfg.trainer.verbose,
-    )
-
-
-def replay_shuffles(
-    train: Any, epochs_done: int, steps_per_epoch: int | None, unknown_length: bool = False
-) -> None:
-    """Advance the training pipeline's shuffle as `epochs_done` epochs of `fit` did, so a
-    resumed run sees the same batches in the same order. Every `iter()` of the dataset draws
-    a new order, and Keras' EpochIterator (3.x) creates two per epoch when steps_per_epoch is
-    None (one at the epoch's start, one when it runs out), but one for data of unknown length
-    (a stream), which it reads every epoch until it runs out, and whose shuffles draw their
-    order at the first element; tests/test_resume.py checks both."""
-    if steps_per_epoch is not None and epochs_done:
-        log.warning(
-            "resuming with trainer.steps_per_epoch set: the data order after the resume "
-            "is not the one the uninterrupted run would have seen"
-        )
-        return
-    if unknown_length:  # a stream draws its files' and rows' order at its first element
-        for _ in range(epochs_done):
-            next(iter(train), None)
-        return
-    for _ in range(2 * epochs_done):
-        iter(train)
+    return callbacks
 
 
 def train(
@@ -280,6 +213,7 @@ def train_on(
             check_same_config(restored["config"], cfg, cfg.force_resume)
             done, epochs = restored["epochs_done"], restored["history"]
             steps_in, metric_states = restored["steps_in_epoch"], restored["metric_states"]
+            model.stop_training = restored.get("stop_training", False)
             callback_states = (restored.get("callback_states", {}), restored["callback_arrays"])
             log.info("resuming %s after epoch %d and %d steps", run_dir, done, steps_in)
             if cfg.callbacks.csv_logger.enabled:
@@ -300,48 +234,26 @@ def train_on(
     unknown_length = bool(data.train.cardinality() == tf.data.UNKNOWN_CARDINALITY)
     if cfg.trainer.checkpoint_on_signal and cfg.trainer.checkpoints:
         stopper.checkpoint = checkpointer  # a signal writes a checkpoint before the stop
-    carry = CarryCallbackStates(*callback_states)  # before the checkpointer, after monitors
-    extra = [carry, *kept, checkpointer, stopper, *(callbacks or [])]
-    append = bool(epochs)
+    # Before the checkpointer, after the monitors: the checkpointed callback states are put
+    # back after `on_train_begin` reset them, and a mid-epoch checkpoint's metric sums at the
+    # start of the interrupted epoch, so a step checkpoint of this epoch carries them too.
+    restoring = [
+        CarryCallbackStates(*callback_states),
+        RestoreMetrics(metric_states if steps_in else None),
+    ]
+    extra = [*restoring, *kept, checkpointer, stopper, *(callbacks or [])]
+    fitting = Fitting(cfg, model, data, assemble_callbacks(cfg, data, run_dir, extra, bool(epochs)))
+    if done < cfg.trainer.epochs:
+        replay_shuffles(data.train, done, cfg.trainer.steps_per_epoch, unknown_length)
     if steps_in and done < cfg.trainer.epochs:
         # The rest of the interrupted epoch, on its own: the same shuffle, its first
-        # `steps_in` batches skipped, the metrics' running sums put back (before the
-        # checkpointer, so a step checkpoint of this epoch carries them too).
+        # `steps_in` batches skipped; the callbacks see one training (`Fitting`).
         checkpointer.skipped_steps = steps_in
-        fit(
-            cfg,
-            model,
-            data,
-            run_dir,
-            [
-                carry,
-                RestoreMetrics(metric_states),
-                *kept,
-                checkpointer,
-                stopper,
-                *(callbacks or []),
-            ],
-            done,
-            append,
-            epochs=done + 1,
-            skip_steps=steps_in,
-            unknown_length=unknown_length,
-        )
-        done, append, replayed = done + 1, True, True
-    else:
-        replayed = False
-    if done < cfg.trainer.epochs and not (replayed and model.stop_training):
-        fit(
-            cfg,
-            model,
-            data,
-            run_dir,
-            extra,
-            done,
-            append,
-            replay=not replayed,
-            unknown_length=unknown_length,
-        )
+        fitting.run(Segment(done, done + 1, skip_steps=steps_in), unknown_length)
+        done += 1
+    if done < cfg.trainer.epochs and not model.stop_training:
+        fitting.run(Segment(done, cfg.trainer.epochs), unknown_length)
+    fitting.end()
     timings = {"started": started, "train_time_s": time.perf_counter() - started}
     with strategy.scope():
         tested = use_selected_weights(model, chosen, warm_start[1] if warm_start else 0)

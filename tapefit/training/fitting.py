@@ -1,0 +1,162 @@
+"""One run's training as Keras' `fit` sees it, even when a resume splits it in two calls.
+
+A run resumed in the middle of an epoch finishes that epoch with one `fit` (its first batches
+skipped) and then trains the remaining epochs with another. To the callbacks this must look
+like the single `fit` of the uninterrupted run: the same callback objects, `on_train_begin`
+once before the first call and `on_train_end` once after the last. Two plain `fit` calls would
+end and restart every callback in between, and Keras' `EarlyStopping(restore_best_weights=
+True)` then puts its best weights back after the resumed epoch, so the rest of the run trains
+from other weights; a `CSVLogger` or `TensorBoard` would close and reopen their files.
+`ContinuedCallbacks` is Keras' `CallbackList` with those two calls left to the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+log = logging.getLogger("tapefit")
+
+
+class ContinuedCallbacks(keras.callbacks.CallbackList):
+    """The callback list of one `fit` call of a run that may span several: `on_train_begin`
+    only when `begins` (the run's first call), `on_train_end` never (`Fitting.end` calls it
+    once, after the last). Keras uses a `CallbackList` it is given as it is."""
+
+    def __init__(self, callbacks: list[Any], *, begins: bool, **params: Any) -> None:
+        super().__init__(callbacks, add_history=False, add_progbar=False, **params)
+        self.begins = begins
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        if self.begins:
+            super().on_train_begin(logs)
+        else:
+            self._on_begin()  # Keras' own bookkeeping of this list (its async executor)
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        """Only Keras' bookkeeping: the callbacks' `on_train_end` is `Fitting.end`'s, as
+        another `fit` of the same run may follow."""
+        if self._async_train:
+            self._flush_futures()
+        self._on_end()
+
+
+@dataclass
+class Segment:
+    """One `fit` call: epochs `first` (from 0) up to `stop` (exclusive), the first
+    `skip_steps` batches of epoch `first` already trained before a resume."""
+
+    first: int
+    stop: int
+    skip_steps: int = 0
+
+
+def steps_of(dataset: tf.data.Dataset, steps_per_epoch: int | None) -> int | None:
+    """The epoch's length as Keras' epoch iterator counts it (`params["steps"]`): the
+    configured steps, else the dataset's known, finite cardinality, else None (a stream)."""
+    if steps_per_epoch:
+        return steps_per_epoch
+    cardinality = int(dataset.cardinality())
+    return cardinality if cardinality >= 0 else None
+
+
+class Fitting:
+    """`model.fit` for a run: its `callbacks` (built once, in their final order) see one
+    training however many `fit` calls a resume needs; `history` is Keras' `History` over all
+    of them (the epochs trained in this process)."""
+
+    def __init__(self, cfg: Any, model: keras.Model, data: Any, callbacks: list) -> None:
+        self.cfg, self.model, self.data = cfg, model, data
+        self.history = keras.callbacks.History()
+        self.callbacks = [*callbacks, self.history]
+        self.active: ContinuedCallbacks | None = None  # the list of the latest `fit`
+        self.last_logs: dict | None = None
+
+    def run(self, segment: Segment, unknown_length: bool) -> None:
+        """Train the epochs of `segment` with `model.fit`."""
+        trainer = self.cfg.trainer
+        train = self.data.train.skip(segment.skip_steps) if segment.skip_steps else self.data.train
+        steps_per_epoch = (
+            trainer.steps_per_epoch - segment.skip_steps if trainer.steps_per_epoch else None
+        )
+        callbacks = ContinuedCallbacks(
+            self.callbacks,
+            begins=self.active is None,
+            model=self.model,
+            verbose=trainer.verbose,
+            epochs=segment.stop,
+            steps=steps_of(train, steps_per_epoch),
+        )
+        self.active = callbacks
+        with warnings.catch_warnings(), deferred_finalize(self.model.optimizer):
+            if unknown_length:  # a stream ends each epoch by running out: not worth a warning
+                warnings.filterwarnings("ignore", message="Your input ran out of data")
+            self.model.fit(
+                train,
+                validation_data=self.data.val,
+                shuffle=False,  # the tf.data pipeline already reshuffles, from the seed
+                epochs=segment.stop,
+                initial_epoch=segment.first,
+                steps_per_epoch=steps_per_epoch,
+                validation_steps=trainer.validation_steps,
+                callbacks=callbacks,
+                verbose=trainer.verbose,
+            )
+        if self.history.history:
+            self.last_logs = {key: values[-1] for key, values in self.history.history.items()}
+
+    def end(self) -> None:
+        """What Keras' `fit` does after its last epoch, once, after the run's last `fit`: the
+        optimizer's final values (`use_ema=True` puts the averages into the model), then
+        `on_train_end` of every callback (EarlyStopping restores its best weights, CSVLogger
+        and TensorBoard close their files)."""
+        if self.active is not None:
+            if isinstance(self.model.optimizer, keras.optimizers.Optimizer):
+                self.model.optimizer.finalize_variable_values(self.model.trainable_weights)
+            for callback in self.callbacks:
+                callback.on_train_end(self.last_logs)
+
+
+@contextmanager
+def deferred_finalize(optimizer: Any) -> Iterator[None]:
+    """Within the block, `optimizer.finalize_variable_values` (which Keras' `fit` calls at its
+    end) does nothing: `Fitting.end` calls it once, after the run's last `fit`, so an EMA
+    optimizer does not overwrite the weights between the two calls of a resume."""
+    if optimizer is None:
+        yield
+        return
+    optimizer.finalize_variable_values = lambda var_list: None
+    try:
+        yield
+    finally:
+        del optimizer.finalize_variable_values
+
+
+def replay_shuffles(
+    train: Any, epochs_done: int, steps_per_epoch: int | None, unknown_length: bool = False
+) -> None:
+    """Advance the training pipeline's shuffle as `epochs_done` epochs of `fit` did, so a
+    resumed run sees the same batches in the same order. Every `iter()` of the dataset draws
+    a new order, and Keras' EpochIterator (3.x) creates two per epoch when steps_per_epoch is
+    None (one at the epoch's start, one when it runs out), but one for data of unknown length
+    (a stream), which it reads every epoch until it runs out, and whose shuffles draw their
+    order at the first element; tests/test_resume.py checks both."""
+    if steps_per_epoch is not None and epochs_done:
+        log.warning(
+            "resuming with trainer.steps_per_epoch set: the data order after the resume "
+            "is not the one the uninterrupted run would have seen"
+        )
+        return
+    if unknown_length:  # a stream draws its files' and rows' order at its first element
+        for _ in range(epochs_done):
+            next(iter(train), None)
+        return
+    for _ in range(2 * epochs_done):
+        iter(train)
