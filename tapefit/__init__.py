@@ -5,7 +5,7 @@ from tapefit.backend import ensure_tensorflow_backend_or_exit
 ensure_tensorflow_backend_or_exit()  # before anything imports Keras
 
 from tapefit.config.composition import compose  # noqa: E402
-from tapefit.errors import TapefitError  # noqa: E402
+from tapefit.errors import TapefitError, UnsaveableModelError  # noqa: E402
 from tapefit.models import Classifier, SiameseModel, TextEncoder  # noqa: E402
 from tapefit.step.gradcheck import gradcheck  # noqa: E402
 from tapefit.step.tape_model import StepOutput, TapeModel  # noqa: E402
@@ -20,6 +20,7 @@ __all__ = [
     "TapeModel",
     "TapefitError",
     "TextEncoder",
+    "UnsaveableModelError",
     "__version__",
     "compose",
     "gradcheck",

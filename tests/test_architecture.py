@@ -31,6 +31,7 @@ LAYERS = [
         "step.functional",
         "step.symbolic",
         "step.constructor_config",
+        "step.rebuild_check",
         "step.tape_model",
         "step.monitor",
         "step.gradcheck",

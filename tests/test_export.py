@@ -173,7 +173,7 @@ defaults:
 experiment_name: no_call
 model: {_target_: no_call.NoCall}
 data: {_target_: no_call.load}
-trainer: {epochs: 1, steps_per_execution: 1, verbose: 0}
+trainer: {epochs: 1, steps_per_execution: 1, verbose: 0, save_model: false}
 """
 
 

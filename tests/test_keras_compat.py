@@ -243,18 +243,18 @@ def network_attribute(base):
 
 
 def scaled(base):
-    """A constructor argument neither Keras nor tapefit can serialise (an array)."""
+    """A constructor argument neither Keras nor tapefit can serialise (a random generator)."""
 
     class Scaled(base):
-        def __init__(self, scale, **kwargs):
+        def __init__(self, rng, **kwargs):
             super().__init__(**kwargs)
-            self.scale = np.asarray(scale, "float32")
+            self.scale = np.float32(rng.uniform(1.0, 2.0))
             self.dense = keras.layers.Dense(1)
 
         def call(self, x, training=False):
             return self.dense(x) * self.scale
 
-    model = Scaled(np.array([2.0]))
+    model = Scaled(np.random.default_rng(0))
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
     return model
 

@@ -23,12 +23,12 @@ from keras.src.utils import python_utils
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
 from tapefit.step.constructor_config import (
-    ConstructorArguments,
     captured_arguments,
-    deserialized,
-    serialized,
+    constructor_keywords,
+    model_config,
 )
 from tapefit.step.functional import FunctionalAccess
+from tapefit.step.rebuild_check import check_rebuildable
 from tapefit.step.symbolic import SymbolicBuild
 from tapefit.step.tools import (
     GradientTelemetry,
@@ -94,16 +94,14 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> TapeModel:
-        """Keras' `__new__`, plus the constructor's Keras-object arguments, which Keras'
-        automatic config cannot save (see `get_config`)."""
+        """Keras' `__new__`, plus the constructor's arguments as passed, which Keras'
+        automatic config does not see (see `get_config`)."""
         instance = super().__new__(cls, *args, **kwargs)
         if cls.__init__ is not TapeModel.__init__:  # a subclass with a constructor of its own
-            # as Keras stores its auto-config; wrapped so that Keras does not track the
-            # sub-models a second time
+            # as Keras stores its auto-config; in a holder Keras' tracking does not look into,
+            # so that the sub-models are not tracked a second time
             instance._lock = False
-            instance._constructor_arguments = ConstructorArguments(
-                captured_arguments(cls, args, kwargs)
-            )
+            instance._constructor_arguments = captured_arguments(cls, args, kwargs)
             instance._lock = True
         return instance
 
@@ -386,17 +384,41 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         return self.compute_metrics(x, out.y, out.y_pred, sample_weight=out.sample_weight)
 
     # -- saving -----------------------------------------------------------------------------
-    # Marked as Keras' default get_config, so a subclass that does not write its own gets
-    # Keras' automatic config, and Keras' save-time refusal when its constructor took
-    # arguments it cannot serialise (instead of a file that cannot load).
+    def save(self, filepath: Any, overwrite: bool = True, zipped: bool | None = None, **kwargs):
+        """Keras' `save`, refusing (one line, nothing written) a `.keras` file whose config
+        cannot rebuild the model: a file tapefit writes loads again.
+
+        Raises:
+            UnsaveableModelError: the model's config cannot rebuild it; the message says why and how
+                to fix it.
+        """
+        if str(filepath).endswith(".keras"):
+            check_rebuildable(self)
+        return super().save(filepath, overwrite=overwrite, zipped=zipped, **kwargs)
+
+    # Marked as Keras' default get_config, so that Keras and the rebuild check can tell a
+    # subclass that writes its own.
     @python_utils.default
     def get_config(self) -> dict:
-        """Serialise the wrapped functional network, or defer to Keras for subclasses; a
-        subclass without a get_config whose constructor took sub-models or layers gets them
-        serialised (where Keras would refuse to save)."""
-        captured = getattr(getattr(self, "_constructor_arguments", None), "values", None)
-        if captured is not None and python_utils.is_default(self.get_config):
-            return {"name": self.name, "trainable": self.trainable, **serialized(captured)}
+        """The wrapped functional network's config, or the constructor's arguments as passed
+        for a subclass without a get_config of its own (sub-models, layers, losses and metrics
+        serialised; Keras would refuse such a model, or record the defaults of optional
+        arguments instead of the values passed).
+
+        Raises:
+            NotImplementedError: an argument cannot be serialised, or was passed as
+                positional-only or variadic (as Keras refuses).
+        """
+        holder = getattr(self, "_constructor_arguments", None)
+        if holder is not None and python_utils.is_default(self.get_config):
+            if holder.values is None:
+                name = type(self).__name__
+                raise NotImplementedError(
+                    f"{name} cannot be saved to .keras: {holder.unsupported}, so its "
+                    f"arguments cannot be passed back by name; give {name} a get_config() "
+                    "and from_config()"
+                )
+            return model_config(self, holder.values)
         if self._functional_network is None:
             return super().get_config()
         return {
@@ -407,10 +429,24 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
 
     @classmethod
     def from_config(cls, config: dict, custom_objects: dict | None = None) -> TapeModel:
-        """Rebuild a wrapped functional network; subclasses get their config as kwargs."""
-        config = deserialized(config, custom_objects)
-        if "functional_network" in config:
-            config["functional_network"] = keras.saving.deserialize_keras_object(
-                config["functional_network"], custom_objects=custom_objects
+        """Rebuild a model from `get_config`'s config: its Keras objects deserialised, the
+        rest passed to the constructor, `name`/`trainable` set afterwards when the
+        constructor cannot take them."""
+        keywords, attributes = constructor_keywords(config, custom_objects)
+        if "functional_network" in keywords:
+            keywords["functional_network"] = keras.saving.deserialize_keras_object(
+                keywords["functional_network"], custom_objects=custom_objects
             )
-        return cls(**config)
+        try:
+            model = cls(**keywords)
+        except TypeError as error:
+            raise TypeError(
+                f"{cls.__name__} cannot be rebuilt from its saved config ({error}); give it a "
+                "from_config() that matches its get_config()"
+            ) from None
+        for key, value in attributes.items():
+            setattr(model, key, value)
+        return model
+
+
+TapeModel.from_config.__func__.rebuilds_by_constructor = True  # for the rebuild check

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from tapefit.errors import TapefitError
+from tapefit.errors import UnsaveableModelError
+from tapefit.step.rebuild_check import check_rebuildable
 
 
 def to_builtin(value: Any) -> Any:
@@ -63,7 +64,7 @@ def atomic_write(path: Path, write: Any, mode: str = "w") -> Path:
 
 def save_model(model: Any, path: Path) -> Path:
     """`model.save` through a temporary `.keras` name, so a crash never leaves a broken file;
-    a model Keras refuses to serialise is a one-line error, and nothing is written."""
+    a model whose config would not rebuild it is a one-line error, and nothing is written."""
     check_saveable(model)
     with atomic_path(path, suffix=".keras") as temporary:
         model.save(temporary)
@@ -71,19 +72,12 @@ def save_model(model: Any, path: Path) -> Path:
 
 
 def check_saveable(model: Any) -> None:
-    """Refuse, as Keras does at save time, a model whose `get_config` cannot rebuild it: its
-    constructor took values Keras cannot serialise (sub-models, tensors) and it has no
-    `get_config` of its own."""
+    """Refuse a model whose `.keras` file would not load again (see `check_rebuildable`),
+    naming the setting that skips saving."""
     try:
-        model.get_config()
-    except NotImplementedError:
-        name = type(model).__name__
-        raise TapefitError(
-            f"{name} cannot be saved to .keras: its constructor took values Keras cannot "
-            f"serialise (sub-models, arrays) and it has no get_config(); give {name} a "
-            "get_config() that returns its constructor's arguments (and a from_config() that "
-            "rebuilds sub-models), or set trainer.save_model=false"
-        ) from None
+        check_rebuildable(model)
+    except UnsaveableModelError as error:
+        raise UnsaveableModelError(f"{error}, or set trainer.save_model=false") from None
 
 
 def weights_digest(model: Any) -> str:

@@ -119,8 +119,8 @@ def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.
         compile_model(model, cfg, family.compile_arguments(cfg, data))
         if has_target(cfg.model):
             build_before_training(model, data.train, f"model._target_={cfg.model._target_}")
-            if cfg.trainer.save_model:
-                check_saveable(model)  # refused now, not after training
+    if cfg.trainer.save_model:
+        check_saveable(model)  # refused now, not after training
     check_logged_names(cfg, model, validation=data.val is not None)
     return model
 
