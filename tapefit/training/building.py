@@ -52,3 +52,24 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
         )
     # every layer and weight exists: saving keeps them, and a reloaded model builds again
     model.mark_built(keras.utils.unpack_x_y_sample_weight(symbolic_batch(dataset))[0])
+
+
+def build_step_variables(model: keras.Model, dataset: tf.data.Dataset) -> None:
+    """Create the variables the first train step would create (the compiled metrics' and
+    loss's, every optimizer's slots) before it runs, inside the caller's strategy scope.
+
+    TensorFlow traces a `tf.function` that creates variables a second time, to check that
+    later calls create none: with everything built up front the train step is traced once
+    (measured by `experiments/startup_benchmark.py`).
+    """
+    if hasattr(model, "build_from_batch") and any(
+        part is not None and not part.built
+        for part in (
+            getattr(model, "_compile_metrics", None),
+            getattr(model, "_compile_loss", None),
+        )
+    ):
+        model.build_from_batch(symbolic_batch(dataset))
+    for optimizer in getattr(model, "optimizers", {"": model.optimizer}).values():
+        if optimizer is not None and not optimizer.built:
+            optimizer.build(model.trainable_variables)

@@ -22,7 +22,7 @@ from tapefit.config.validation import check_config, check_logged_names, checked_
 from tapefit.errors import TapefitError
 from tapefit.families import family_for
 from tapefit.step.monitor import NonFiniteGuard
-from tapefit.training.building import build_before_training
+from tapefit.training.building import build_before_training, build_step_variables
 from tapefit.training.callback_state import CarryCallbackStates
 from tapefit.training.callback_state import apply as apply_callback_states
 from tapefit.training.callbacks import EpochLog, StepProgbar, build_callbacks
@@ -119,6 +119,7 @@ def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.
         compile_model(model, cfg, family.compile_arguments(cfg, data))
         if has_target(cfg.model):
             build_before_training(model, data.train, f"model._target_={cfg.model._target_}")
+        build_step_variables(model, data.train)
     if cfg.trainer.save_model:
         check_saveable(model)  # refused now, not after training
     check_logged_names(cfg, model, validation=data.val is not None)
