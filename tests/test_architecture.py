@@ -48,6 +48,7 @@ LAYERS = [
         "training.preemption",
         "training.resume",
         "training.objective",
+        "training.direction",
         "training.selection",
         "training.outputs",
         "training.checkpoints",

@@ -561,13 +561,32 @@ def test_hparam_domains_are_typed():
         ("val_loss", "min"),
         ("val_mean_absolute_error", "min"),
         ("val_mse", "min"),
+        ("val_cosine_similarity", "max"),
+        ("val_pearson_correlation", "max"),
+        ("val_r2_score", "max"),
+        ("val_root_mean_squared_error", "min"),
+        ("val_kl_divergence", "min"),
+        ("val_false_positives", "min"),
+        ("val_true_positives", "max"),
+        ("val_categorical_crossentropy_1", "min"),
     ],
 )
-def test_the_objective_direction_is_read_from_the_words_of_the_metric_name(name, mode):
+def test_the_objective_direction_of_keras_and_tapefit_metrics_is_known(name, mode):
     """The direction decides which epoch's weights are tested and saved."""
-    from tapefit.training.callbacks import resolve_mode
+    from tapefit.training.direction import resolve_direction
 
-    assert resolve_mode(name, "auto") == mode
+    assert resolve_direction(name, "auto", "objective_direction") == mode
+
+
+@pytest.mark.parametrize("name", ["val_agreement", "val_mean", "val_accuracy_loss"])
+def test_an_unknown_direction_is_refused_in_one_line_naming_the_key(name):
+    from tapefit.errors import TapefitError
+    from tapefit.training.direction import resolve_direction
+
+    expected = f"cannot tell whether {name} is better higher or lower: set objective_direction=max"
+    with pytest.raises(TapefitError, match=expected):
+        resolve_direction(name, "auto", "objective_direction")
+    assert resolve_direction(name, "max", "objective_direction") == "max"
 
 
 def test_a_traced_run_leaves_no_graph_collection_on(tensorboard_run):

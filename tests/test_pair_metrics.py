@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from tapefit.models.metrics import best_threshold_accuracy, pair_metrics, roc_auc
-from tapefit.training.callbacks import resolve_mode
+from tapefit.training.direction import resolve_direction
 
 
 def brute_force_best_accuracy(scores, labels):
@@ -55,5 +55,5 @@ def test_degenerate_inputs_do_not_produce_nan():
     [("val_spearman", "max"), ("val_loss", "min"), ("val_auc", "max"), ("val_accuracy", "max")],
 )
 def test_auto_mode_knows_which_metrics_grow(monitor, mode):
-    assert resolve_mode(monitor, "auto") == mode
-    assert resolve_mode(monitor, "min") == "min"
+    assert resolve_direction(monitor, "auto", "callbacks.early_stopping.mode") == mode
+    assert resolve_direction(monitor, "min", "callbacks.early_stopping.mode") == "min"

@@ -55,7 +55,8 @@ class ObjectiveMode(str, Enum):
 
 
 class MonitorMode(str, Enum):
-    """Whether a monitored metric should go down or up; `auto` guesses from its name."""
+    """Whether a monitored metric should go down or up; `auto` knows Keras' and tapefit's
+    metrics by name and refuses any other."""
 
     auto = "auto"
     min = "min"
@@ -326,6 +327,7 @@ class TapefitConfig:
     # validation metric (val_accuracy, val_spearman, val_auc); test_* only if named explicitly.
     objective: str | None = None
     objective_mode: ObjectiveMode = ObjectiveMode.best  # best epoch's value, or the last one's
+    objective_direction: MonitorMode = MonitorMode.auto  # max/min; auto: known metrics only
     resume: bool = False  # continue the stopped run in hydra.run.dir from its last checkpoint
     force_resume: bool = False  # resume even if the config differs from the checkpointed one
     data: Any = MISSING

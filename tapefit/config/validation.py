@@ -18,7 +18,7 @@ from tapefit.errors import TapefitError
 from tapefit.families import family_for
 from tapefit.training.callbacks import MONITORING
 from tapefit.training.compiling import metric_name
-from tapefit.training.objective import check_objective, objective_name
+from tapefit.training.objective import check_objective, objective_direction, objective_name
 from tapefit.training.runtime import cluster_source, device_names
 
 
@@ -231,9 +231,9 @@ def checked_objective(cfg: Any, logged: set[str] | None = None) -> str:
     metric `evaluate` reports); only named when the logs are not known yet."""
     name = objective_name(cfg, family_for(cfg).default_objective(cfg))
     logged = logged if logged is not None else expected_logs(cfg)
-    if logged is None:
-        return name
-    per_epoch_only = {"learning_rate", "skipped_steps"}  # not something evaluate() reports
-    tests = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
-    check_objective(name, logged, tests)
+    if logged is not None:
+        per_epoch_only = {"learning_rate", "skipped_steps"}  # not something evaluate() reports
+        tests = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
+        check_objective(name, logged, tests)
+    objective_direction(cfg, name)  # stated, or known: refused now otherwise
     return name

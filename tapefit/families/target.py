@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import keras
+import tensorflow as tf
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -27,7 +30,7 @@ from tapefit.config.targets import (
     instantiate,
     locate,
 )
-from tapefit.data.splits import PipelineOptions, splits_from_loader
+from tapefit.data.splits import ALIASES, PipelineOptions, splits_from_loader
 from tapefit.errors import TapefitError
 from tapefit.families.base import FAMILIES, Dataset, Family
 from tapefit.step.tape_model import TapeModel
@@ -45,6 +48,7 @@ class TargetDataOptions:
     val_fraction: float = 0.1  # split off the training arrays when no validation is returned
 
 
+log = logging.getLogger("tapefit")
 OWNED_DATA_KEYS = tuple(field.name for field in dataclasses.fields(TargetDataOptions))
 SUPPLIED = ("seed", "batch_size")  # passed to a loader whose signature takes them
 
@@ -63,6 +67,27 @@ def data_options(data: Any) -> PipelineOptions:
     if not 0.0 <= options.val_fraction < 1.0:
         raise TapefitError(f"data.val_fraction={options.val_fraction} must lie in [0, 1)")
     return options
+
+
+def ignored_data_keys(data: Any, returned: Any, loader_gets_batch_size: bool) -> dict[str, str]:
+    """The tapefit-owned `data` keys the config sets that cannot act on what the loader
+    returned (datasets are used as built), each with the reason and the fix."""
+    if not isinstance(returned, Mapping):
+        return {}  # refused by splits_from_loader
+    splits = {ALIASES.get(k, k): v for k, v in returned.items() if v is not None}
+    datasets = {name for name, split in splits.items() if isinstance(split, tf.data.Dataset)}
+    as_built = "the loader returns tf.data.Datasets, which tapefit uses as built"
+    reasons = {}
+    if datasets and datasets == set(splits):
+        if not loader_gets_batch_size:
+            reasons["batch_size"] = f"{as_built}: batch them in the loader (or give it a "
+            reasons["batch_size"] += "batch_size argument, which receives data.batch_size)"
+        reasons["cache"] = f"{as_built}: cache them in the loader"
+    if "train" in datasets:
+        reasons["shuffle"] = "the loader's 'train' is a tf.data.Dataset: shuffle it in the loader"
+    if "validation" in splits:
+        reasons["val_fraction"] = "the loader returns its own 'validation' split"
+    return {key: reasons[key] for key in OWNED_DATA_KEYS if key in data and key in reasons}
 
 
 def builtin_dataset(name: str) -> Dataset:
@@ -101,6 +126,8 @@ class TargetFamily(Family):
         }
         extra = {k: v for k, v in supplied.items() if takes_any or k in accepted}
         returned = instantiate(cfg.data, "data", OWNED_DATA_KEYS, **extra)
+        for key, why in ignored_data_keys(cfg.data, returned, "batch_size" in extra).items():
+            log.warning("data.%s=%s is ignored: %s", key, cfg.data[key], why)
         return splits_from_loader(
             returned, f"data._target_={cfg.data._target_}", data_options(cfg.data), cfg.seed
         )

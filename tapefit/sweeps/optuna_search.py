@@ -31,8 +31,8 @@ from tapefit.sweeps.trials import (
     check_space,
     read_record,
 )
-from tapefit.training.callbacks import resolve_mode
 from tapefit.training.lifecycle import RunInterrupted, write_status
+from tapefit.training.objective import objective_direction
 
 log = logging.getLogger("tapefit")
 
@@ -264,7 +264,7 @@ def search(cfg: Any, search_dir: str | Path, overrides: list[str] | None = None)
     name = checked_objective(cfg)
     check_space(cfg)
     check_optuna(cfg)
-    direction = resolve_mode(name, "auto")
+    direction = objective_direction(cfg, name)
     host = socket.gethostname()
     runs = TrialRuns(cfg, search_dir, name, direction, list(overrides or []), worker=host)
     begin_search(search_dir, cfg, name)  # the claim and the HParams columns

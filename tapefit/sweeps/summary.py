@@ -12,7 +12,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from tapefit.sweeps.records import best_first, write_trials_csv
-from tapefit.training.callbacks import resolve_mode
+from tapefit.training.direction import metric_direction
 
 log = logging.getLogger("tapefit")
 
@@ -33,6 +33,7 @@ def job_record(job_dir: Path) -> dict[str, Any]:
         "trial_id": job_dir.name,
         "status": status.get("state", "unknown"),
         "objective": metrics.get("objective") or status.get("objective"),
+        "direction": metrics.get("objective_direction") or status.get("objective_direction"),
         "objective_value": metrics.get("objective_value"),
         "epochs": metrics.get("epochs_run"),
         "duration_s": metrics.get("wall_time_s"),
@@ -52,7 +53,9 @@ def summarize_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
     if not records:
         return records
     objective = next((r["objective"] for r in records if r["objective"]), "objective")
-    direction = resolve_mode(objective, "auto")
+    direction = next(
+        (r["direction"] for r in records if r["direction"]), metric_direction(objective) or "min"
+    )
     parameters = sorted({key for record in records for key in record["values"]})
     write_trials_csv(sweep_dir / "trials.csv", records, parameters, direction)
     return best_first(records, direction)

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import shutil
 import time
 import warnings
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import keras
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from tapefit.config.schemas import TuneAlgorithm
@@ -96,6 +98,10 @@ class EpochReport(keras.callbacks.Callback):
             self.stopped_at = epoch
             self.model.stop_training = True
 
+    def stop_reason(self) -> str:
+        """Why this callback stopped training (logged by the run)."""
+        return f"the search pruned this trial on {self.objective}"
+
 
 class DataCache:
     """Data loaded once per search: trials that change only the batch size (or nothing in
@@ -111,7 +117,8 @@ class DataCache:
         options.pop("batch_size", None)
         key = json.dumps([options, cfg.seed], sort_keys=True, default=str)
         if key in self.loaded and hasattr(self.loaded[key], "rebuilt"):
-            return self.loaded[key].rebuilt(cfg.data.batch_size)
+            cached = self.loaded[key]  # a loader's node may leave batch_size to its default
+            return cached.rebuilt(cfg.data.get("batch_size") or cached.options.batch_size)
         data = build_data(cfg)
         self.loaded[key] = data
         while len(self.loaded) > self.keep:
@@ -340,8 +347,9 @@ def read_record(path: Path) -> dict[str, Any]:
 
 
 def best_command(overrides: list[str], values: dict[str, Any], cfg: Any = None) -> str:
-    """The command that re-runs a trial as an ordinary run; a searched argument of a
-    `_target_` object that the config does not list is added with `++`."""
+    """The command that re-runs a trial as an ordinary run, each argument shell-quoted (it
+    pastes into a shell as it is); a searched argument of a `_target_` object that the config
+    does not list is added with `++`."""
     kept = [o for o in overrides if not o.lstrip("+~").startswith(HIDDEN_OVERRIDES)]
     kept = [o for o in kept if o.lstrip("+~").split("=", 1)[0] not in values]  # the trial's win
 
@@ -349,7 +357,8 @@ def best_command(overrides: list[str], values: dict[str, Any], cfg: Any = None) 
         listed = cfg is None or OmegaConf.select(cfg, key, default=None) is not None
         return override_text(key, value) if listed else "++" + override_text(key, value)
 
-    return " ".join(["python -m tapefit", *kept, *(setting(k, v) for k, v in values.items())])
+    arguments = [*kept, *(setting(k, v) for k, v in values.items())]
+    return " ".join(["python -m tapefit", *(shlex.quote(argument) for argument in arguments)])
 
 
 def copy_best(trial_dir: Path, best_dir: Path) -> None:
@@ -377,7 +386,24 @@ def check_space(cfg: Any) -> None:
             check_config(apply_values(cfg, corner))
         except TapefitError as error:
             message = str(error).removeprefix(f"tune.space.{key}: ")
-            raise TapefitError(f"tune.space.{key}: value {value!r} cannot run: {message}") from None
+            raise TapefitError(
+                f"tune.space.{key}: value {value!r} cannot run: {message}{space_origin(key)}"
+            ) from None
+
+
+def space_origin(key: str) -> str:
+    """Where tune.space's entries came from, when the CLI composed them from a
+    `search_space` option: a key the user never wrote may be that option's."""
+    if not HydraConfig.initialized():
+        return ""
+    choice = HydraConfig.get().runtime.choices.get("search_space")
+    if choice in (None, "null"):
+        return ""
+    return (
+        f" (tune.space holds the entries of search_space={choice}; if tune.space.{key} is not "
+        "yours, pick a search_space for your model, or drop it with "
+        "'- override /search_space: null' in your experiment's defaults)"
+    )
 
 
 def claim_search(search_dir: Path, cfg: Any) -> None:

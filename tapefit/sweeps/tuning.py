@@ -30,8 +30,8 @@ from tapefit.sweeps.trials import (  # noqa: F401 - EpochClock: experiments/swee
     check_space,
     read_record,
 )
-from tapefit.training.callbacks import resolve_mode
 from tapefit.training.lifecycle import RunInterrupted, write_status
+from tapefit.training.objective import objective_direction
 
 PROJECT = "tuner"  # keras-tuner's project folder inside the search directory
 TUNER_ID = "KERASTUNER_TUNER_ID"  # keras-tuner's name for this process in a distributed search
@@ -170,7 +170,7 @@ def search(cfg: Any, search_dir: str | Path, overrides: list[str] | None = None)
     chief = not dist_utils.has_chief_oracle() or dist_utils.is_chief_oracle()
     if chief:
         begin_search(search_dir, cfg, name)  # the claim and the HParams columns
-    objective = kt.Objective(name, resolve_mode(name, "auto"))
+    objective = kt.Objective(name, objective_direction(cfg, name))
     oracle = make_oracle(cfg, declare(cfg.tune.space), objective)
     started = time.perf_counter()
     runner = TrialRunner(

@@ -4,12 +4,16 @@ checkpoints would have no weights) or a model with no loss at all."""
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any
 
 import keras
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
+
+log = logging.getLogger("tapefit")
 
 
 def symbolic_batch(dataset: tf.data.Dataset) -> Any:
@@ -26,7 +30,7 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
         try:
             model.build_from_batch(symbolic_batch(dataset))
         except Exception as error:  # the user's step on this data: say so in one line
-            first = str(error).splitlines()[0] if str(error) else ""
+            first = keras_message(error)
             if "No loss to compute" in first:
                 raise TapefitError(
                     f"{name} has no loss: set compile.loss (e.g. compile.loss=mse), return the "
@@ -34,8 +38,8 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
                 ) from None
             raise TapefitError(
                 f"{name}: its test step failed on a batch of the data's shape "
-                f"({type(error).__name__}: {first}); check that forward/call accept what the "
-                "loader returns"
+                f"({type(error).__name__}: {first}); {unbatched_hint(dataset)}check that "
+                "forward/call accept what the loader returns"
             ) from None
     unbuilt = [layer.name for layer in model._flatten_layers(include_self=False) if not layer.built]
     if unbuilt or not model.weights:
@@ -56,7 +60,7 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
 
 def build_step_variables(model: keras.Model, dataset: tf.data.Dataset) -> None:
     """Create the variables the first train step would create (the compiled metrics' and
-    loss's, every optimizer's slots) before it runs, inside the caller's strategy scope.
+    loss's, the optimizer's slots) before it runs, inside the caller's strategy scope.
 
     TensorFlow traces a `tf.function` that creates variables a second time, to check that
     later calls create none: with everything built up front the train step is traced once
@@ -70,6 +74,79 @@ def build_step_variables(model: keras.Model, dataset: tf.data.Dataset) -> None:
         )
     ):
         model.build_from_batch(symbolic_batch(dataset))
-    for optimizer in getattr(model, "optimizers", {"": model.optimizer}).values():
-        if optimizer is not None and not optimizer.built:
-            optimizer.build(model.trainable_variables)
+    optimizers = list(getattr(model, "optimizers", {"": model.optimizer}).values())
+    # One optimizer updates every trainable variable; several (a GAN's) each update the part
+    # the step gives them, known only when it runs: they are built there.
+    if len(optimizers) == 1 and optimizers[0] is not None and not optimizers[0].built:
+        optimizers[0].build(model.trainable_variables)
+
+
+def check_epoch_lengths(
+    data: Any, steps_per_epoch: int | None, validation_steps: int | None
+) -> None:
+    """Refuse a training or validation dataset that repeats forever without the number of
+    steps that ends its epoch (Keras would run the first epoch forever), and warn about a
+    loader's dataset whose length TensorFlow cannot know (its epoch ends when it does).
+
+    Raises:
+        TapefitError: an infinite split without `trainer.steps_per_epoch` /
+            `trainer.validation_steps`.
+    """
+    for split, steps, key in (
+        (data.train, steps_per_epoch, "trainer.steps_per_epoch"),
+        (getattr(data, "val", None), validation_steps, "trainer.validation_steps"),
+    ):
+        if split is None or steps:
+            continue
+        name = "training" if split is data.train else "validation"
+        length = int(split.cardinality())
+        if length == tf.data.INFINITE_CARDINALITY:
+            raise TapefitError(
+                f"the {name} dataset repeats forever (.repeat()) and {key} is not set, so its "
+                f"first epoch would never end: set {key}=N (batches per epoch), or drop .repeat()"
+            )
+        given = getattr(data, "given", {}).values()  # a user loader's own datasets
+        if length == tf.data.UNKNOWN_CARDINALITY and any(split is d for d in given):
+            log.warning(
+                "the %s dataset's length is unknown to TensorFlow (a filter or a generator): "
+                "each epoch runs until it ends; if it repeats, set %s",
+                name,
+                key,
+            )
+
+
+def keras_message(error: Exception) -> str:
+    """The line of `error` that says what went wrong: Keras wraps a layer's error as
+    "Exception encountered when calling X.call()", the cause on the next line, in bold."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    causes = [
+        line
+        for line in lines
+        if not line.startswith(("Exception encountered when calling", "Arguments received by"))
+        and not line.startswith("•")
+    ]
+    return (causes or lines or [""])[0]
+
+
+def looks_unbatched(dataset: tf.data.Dataset) -> bool:
+    """Whether no step of the dataset's pipeline batches it (read from its chain of
+    transformations; a dataset from a generator or a file may batch in ways this misses)."""
+    node: Any = dataset
+    while node is not None:
+        if "Batch" in type(node).__name__:
+            return False
+        node = getattr(node, "_input_dataset", None)
+    return True
+
+
+def unbatched_hint(dataset: tf.data.Dataset) -> str:
+    """A sentence on the missing batch axis when the dataset looks unbatched, else ''."""
+    if not looks_unbatched(dataset):
+        return ""
+    first = tf.nest.flatten(dataset.element_spec)[0]
+    return (
+        "the training dataset looks unbatched (no .batch() in its pipeline; its elements have "
+        f"shape {tuple(first.shape)}, with no batch axis): batch it in the loader "
+        "(dataset.batch(32)), or "
+    )

@@ -11,6 +11,7 @@ import keras
 from tapefit.config.schemas import MonitorMode
 from tapefit.config.targets import instantiate
 from tapefit.step.monitor import StepTelemetry
+from tapefit.training.direction import resolve_direction
 from tapefit.training.tensorboard import StepTensorBoard
 
 log = logging.getLogger("tapefit")
@@ -18,10 +19,6 @@ log = logging.getLogger("tapefit")
 MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
 # Words in a metric's name that make higher better (sparse_categorical_accuracy, f1_score,
 # mean_io_u, r2_score, val_spearman); Keras' mode="auto" guesses "min" for names it does not know.
-HIGHER_IS_BETTER = {
-    "accuracy", "acc", "auc", "pearson", "spearman", "precision", "recall", "f1", "fbeta",
-    "io", "iou", "r2",
-}  # fmt: skip
 
 
 class StepProgbar(keras.callbacks.ProgbarLogger):
@@ -64,14 +61,12 @@ class EpochLog(keras.callbacks.Callback):
         log.info("epoch %d: %s", epoch + 1, shown)
 
 
-def resolve_mode(monitor: str, mode: str) -> str:
-    """`mode` as configured, or `max`/`min` from the words of the metric's name when it is
-    `auto` (the objective's direction, and so the epoch a run is tested with, come from it)."""
-    mode = MonitorMode(mode).value
-    if mode != MonitorMode.auto:
-        return mode
-    words = set(monitor.removeprefix("val_").removeprefix("test_").split("_"))
-    return "max" if words & HIGHER_IS_BETTER else "min"
+def monitor_mode(monitor: str, mode: str, key: str, objective: tuple[str, str] | None) -> str:
+    """A callback's `mode`: as configured, or for `auto` the objective's direction when it
+    watches the objective, else the known direction of `monitor` (refused when unknown)."""
+    if MonitorMode(mode) == MonitorMode.auto and objective and monitor == objective[0]:
+        return objective[1]
+    return resolve_direction(monitor, mode, key)
 
 
 def build_callbacks(
@@ -79,11 +74,13 @@ def build_callbacks(
     run_dir: Path,
     before_writers: list[keras.callbacks.Callback] | None = None,
     append: bool = False,
+    objective: tuple[str, str] | None = None,
 ) -> list[keras.callbacks.Callback]:
     """The enabled callbacks of `cfg` (the `callbacks` group), with files under `run_dir`:
     those that change the logs or the run (early stopping, learning-rate plateau, checkpoints)
     first, then `extra` (callbacks named by `_target_`), then `before_writers`, then those that
     write the logs (TensorBoard, telemetry, CSV; the CSV is appended to when `append`).
+    `objective` = (name, direction) gives the `auto` mode of a callback watching it.
     Monitored names are checked before training (`validation.check_config`): Keras would only
     warn and never act."""
     callbacks: list[keras.callbacks.Callback] = []
@@ -103,7 +100,9 @@ def build_callbacks(
         callbacks.append(
             keras.callbacks.EarlyStopping(
                 monitor=stop.monitor,
-                mode=resolve_mode(stop.monitor, stop.mode),
+                mode=monitor_mode(
+                    stop.monitor, stop.mode, "callbacks.early_stopping.mode", objective
+                ),
                 patience=stop.patience,
                 min_delta=stop.min_delta,
                 restore_best_weights=stop.restore_best_weights,
@@ -117,7 +116,12 @@ def build_callbacks(
             keras.callbacks.ModelCheckpoint(
                 filepath=str(path),
                 monitor=checkpoint.monitor,
-                mode=resolve_mode(checkpoint.monitor, checkpoint.mode),
+                mode=monitor_mode(
+                    checkpoint.monitor,
+                    checkpoint.mode,
+                    "callbacks.model_checkpoint.mode",
+                    objective,
+                ),
                 save_best_only=checkpoint.save_best_only,
                 save_weights_only=str(path).endswith(".weights.h5"),
             )
@@ -127,7 +131,12 @@ def build_callbacks(
         callbacks.append(
             keras.callbacks.ReduceLROnPlateau(
                 monitor=plateau.monitor,
-                mode=resolve_mode(plateau.monitor, plateau.mode),
+                mode=monitor_mode(
+                    plateau.monitor,
+                    plateau.mode,
+                    "callbacks.reduce_lr_on_plateau.mode",
+                    objective,
+                ),
                 factor=plateau.factor,
                 patience=plateau.patience,
                 min_delta=plateau.min_delta,

@@ -13,7 +13,7 @@ import keras
 
 from tapefit.errors import TapefitError
 from tapefit.families import family_for
-from tapefit.training.objective import objective_name, objective_value
+from tapefit.training.objective import objective_direction, objective_name, objective_value
 from tapefit.training.outputs import (
     plot_curves,
     save_model,
@@ -45,9 +45,11 @@ def finalize(
     results.update(family_for(cfg).report(model, data, run_dir))
     check_finite_metrics(results)
     name = objective_name(cfg, family_for(cfg).default_objective(cfg))
-    value, epoch = objective_value(name, cfg.objective_mode, history, results)
+    direction = objective_direction(cfg, name)
+    value, epoch = objective_value(name, cfg.objective_mode, direction, history, results)
     results.update(
         objective=name,
+        objective_direction=direction,
         objective_value=value,
         objective_epoch=epoch,
         epochs_run=len(next(iter(history.values()), [])),

@@ -21,6 +21,7 @@ from typing import Any
 
 import keras
 import tensorflow as tf
+from keras.src.utils import python_utils
 
 log = logging.getLogger("tapefit")
 
@@ -46,6 +47,51 @@ class ContinuedCallbacks(keras.callbacks.CallbackList):
         if self._async_train:
             self._flush_futures()
         self._on_end()
+
+    # Keras' loops over the callbacks, watching which one stops the run: it is logged.
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self.epoch = epoch
+        super().on_epoch_begin(epoch, logs)
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if self._async_train:
+            self._flush_futures()
+        logs = python_utils.pythonify_logs(logs)
+        for callback in self.callbacks:
+            stopped = self.model.stop_training
+            callback.on_epoch_end(epoch, logs)
+            if self.model.stop_training and not stopped:
+                log.info("%s", stop_message(callback, f"at the end of epoch {epoch + 1}"))
+
+    def _on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        logs = python_utils.pythonify_logs(logs)
+        for callback in self.callbacks:
+            stopped = self.model.stop_training
+            callback.on_train_batch_end(batch, logs=logs)
+            if self.model.stop_training and not stopped:
+                when = f"in epoch {getattr(self, 'epoch', 0) + 1}, after batch {batch + 1}"
+                log.info("%s", stop_message(callback, when))
+
+
+def stop_message(callback: Any, when: str) -> str:
+    """One line: which callback stopped training, when, and why (a callback says why by a
+    `stop_reason()` method; EarlyStopping's reason is read from its state)."""
+    name = type(callback).__name__
+    if hasattr(callback, "stop_reason"):
+        why = callback.stop_reason()
+    elif isinstance(callback, keras.callbacks.EarlyStopping):
+        best = f"{float(callback.best):.4g}" if callback.best is not None else "none"
+        why = (
+            f"{callback.monitor} did not improve for {callback.wait} epochs "
+            f"(patience {callback.patience}, best {best})"
+        )
+        if callback.restore_best_weights and callback.best_weights is not None:
+            why += f"; it restores the weights of epoch {callback.best_epoch + 1}"
+    elif isinstance(callback, keras.callbacks.TerminateOnNaN):
+        why = "the loss is NaN or infinite"
+    else:
+        why = "it set model.stop_training"
+    return f"{name} stopped training {when}: {why}"
 
 
 @dataclass

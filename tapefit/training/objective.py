@@ -8,12 +8,18 @@ from typing import Any
 
 from tapefit.config.schemas import ObjectiveMode
 from tapefit.errors import TapefitError
-from tapefit.training.callbacks import resolve_mode
+from tapefit.training.direction import resolve_direction
 
 
 def objective_name(cfg: Any, default: str) -> str:
     """`cfg.objective`, or the family's `default` when it is null."""
     return cfg.objective or default
+
+
+def objective_direction(cfg: Any, name: str) -> str:
+    """`max` or `min`: `cfg.objective_direction`, or for `auto` the known direction of metric
+    `name` (refused in one line when it is not known)."""
+    return resolve_direction(name, cfg.get("objective_direction", "auto"), "objective_direction")
 
 
 def check_objective(name: str, logged: set[str], test_metrics: set[str]) -> None:
@@ -26,7 +32,11 @@ def check_objective(name: str, logged: set[str], test_metrics: set[str]) -> None
 
 
 def objective_value(
-    name: str, mode: str, history: dict[str, list[float]], metrics: dict[str, Any]
+    name: str,
+    mode: str,
+    direction: str,
+    history: dict[str, list[float]],
+    metrics: dict[str, Any],
 ) -> tuple[float, int | None]:
     """The objective's value and the (1-based) epoch it comes from (None for a test metric);
     of equal values, the first epoch's, as `BestEpochWeights` keeps them."""
@@ -40,6 +50,6 @@ def objective_value(
     finite = [(v, i) for i, v in enumerate(values) if math.isfinite(v)]
     if not finite:
         return math.nan, None
-    sign = -1.0 if resolve_mode(name, "auto") == "max" else 1.0
+    sign = -1.0 if direction == "max" else 1.0
     value, index = min(finite, key=lambda pair: (sign * pair[0], pair[1]))  # first best epoch
     return value, index + 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from typing import Any
 
 import keras
@@ -29,6 +31,7 @@ def build_optimizer(
         )
     if gradient_accumulation_steps is not None and gradient_accumulation_steps > 1:
         options["gradient_accumulation_steps"] = int(gradient_accumulation_steps)
+    check_option_names(cfg.name, options, set(dict(cfg.get("options") or {})))
     try:
         return keras.optimizers.get({"class_name": cfg.name, "config": options})
     except (ValueError, TypeError) as error:
@@ -42,3 +45,27 @@ def build_optimizer(
             f"optimizer.name={cfg.name!r} is not a keras.optimizers class: use e.g. adam, "
             "adamw, sgd, rmsprop"
         ) from error
+
+
+def check_option_names(name: str, options: dict[str, Any], from_options: set[str]) -> None:
+    """Refuse, naming it, the first option `name`'s optimizer class does not take (with the
+    closest name it does take); `from_options` are the keys given under `optimizer.options`."""
+    try:
+        optimizer_class = type(keras.optimizers.get(name))
+    except (ValueError, TypeError):
+        return  # not an optimizer name: refused with its own message
+    accepted = {
+        parameter.name
+        for function in (optimizer_class.__init__, keras.optimizers.Optimizer.__init__)
+        for parameter in list(inspect.signature(function).parameters.values())[1:]
+        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+    } - {"name"}
+    for key in options:
+        if key not in accepted:
+            where = f"optimizer.options.{key}" if key in from_options else f"optimizer.{key}"
+            close = difflib.get_close_matches(key, sorted(accepted), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise TapefitError(
+                f"{where}: optimizer {name!r} ({optimizer_class.__name__}) takes no argument "
+                f"{key!r}; {hint}it takes {', '.join(sorted(accepted))}"
+            )

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 
 from tapefit.config.schemas import ObjectiveMode, TestWeights
-from tapefit.training.callbacks import resolve_mode
+from tapefit.training.objective import objective_direction
 
 log = logging.getLogger("tapefit")
 
@@ -23,10 +23,10 @@ class BestEpochWeights(keras.callbacks.Callback):
     the end). Its state rides in the resume checkpoints (`get_state`), so a resumed run still
     knows the best epoch before the stop."""
 
-    def __init__(self, monitor: str | None) -> None:
+    def __init__(self, monitor: str | None, direction: str = "min") -> None:
         super().__init__()
         self.monitor = monitor
-        self.higher_is_better = monitor is not None and resolve_mode(monitor, "auto") == "max"
+        self.higher_is_better = monitor is not None and direction == "max"
         self.epoch: int | None = None  # 0-based, as Keras counts epochs
         self.value = math.nan
         self.weights: list[np.ndarray] = []
@@ -77,7 +77,7 @@ def selector(cfg: Any, objective: str) -> BestEpochWeights | None:
         or objective.startswith("test_")
     )
     if not last:
-        return BestEpochWeights(objective)
+        return BestEpochWeights(objective, objective_direction(cfg, objective))
     stopping = cfg.callbacks.early_stopping
     return BestEpochWeights(None) if stopping.enabled and stopping.restore_best_weights else None
 

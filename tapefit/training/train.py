@@ -22,7 +22,11 @@ from tapefit.config.validation import check_config, check_logged_names, checked_
 from tapefit.errors import TapefitError
 from tapefit.families import family_for
 from tapefit.step.monitor import NonFiniteGuard
-from tapefit.training.building import build_before_training, build_step_variables
+from tapefit.training.building import (
+    build_before_training,
+    build_step_variables,
+    check_epoch_lengths,
+)
 from tapefit.training.callback_state import CarryCallbackStates
 from tapefit.training.callback_state import apply as apply_callback_states
 from tapefit.training.callbacks import EpochLog, StepProgbar, build_callbacks
@@ -46,7 +50,7 @@ from tapefit.training.lifecycle import (
     scratch_run_dir,
     write_status,
 )
-from tapefit.training.objective import objective_name
+from tapefit.training.objective import objective_direction, objective_name
 from tapefit.training.outputs import (
     check_saveable,
 )
@@ -136,8 +140,13 @@ def assemble_callbacks(
     callbacks = family_for(cfg).callbacks(cfg, data)
     if cfg.trainer.on_nonfinite != "ignore":
         callbacks.insert(0, NonFiniteGuard())
+    name = objective_name(cfg, family_for(cfg).default_objective(cfg))
     callbacks += build_callbacks(
-        cfg.callbacks, run_dir, before_writers=before_writers, append=append
+        cfg.callbacks,
+        run_dir,
+        before_writers=before_writers,
+        append=append,
+        objective=(name, objective_direction(cfg, name)),
     )
     if cfg.trainer.verbose:  # before the epoch's log line, so the bar ends its line first
         callbacks.append(StepProgbar())
@@ -196,6 +205,7 @@ def train_on(
     started: float,
 ) -> dict:
     """`train` once the data are loaded: build, restore, fit, finalize."""
+    check_epoch_lengths(data, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)
     model = build_model(cfg, data, strategy)
     checkpoints = run_dir / CHECKPOINTS
     done, steps_in, epochs, metric_states = 0, 0, [], None
@@ -334,7 +344,12 @@ def run_in(
         end("failed", error=f"{type(error).__name__}: {error}")
         raise
     shutil.rmtree(run_dir / CHECKPOINTS, ignore_errors=True)  # model.keras supersedes them
-    write_status(run_dir, "completed", objective=results["objective"])
+    write_status(
+        run_dir,
+        "completed",
+        objective=results["objective"],
+        objective_direction=results["objective_direction"],
+    )
     if session is not None:
         session.end("completed", results=results)
     log.info(
