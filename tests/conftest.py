@@ -41,3 +41,30 @@ def mirrored_strategy():
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     assert strategy.num_replicas_in_sync == 2
     return strategy
+
+
+# Modules that train in fresh processes, over the CLI, or for several runs each: `make test`
+# runs them, `make test-fast` (`-m "not slow"`) leaves them out.
+SLOW_MODULES = {
+    "test_cli",
+    "test_experiments",
+    "test_export",
+    "test_keras_files_load",
+    "test_monitoring",
+    "test_optuna_search",
+    "test_pair_stream",
+    "test_readme",
+    "test_resume",
+    "test_resume_matrix",
+    "test_scale_out",
+    "test_telemetry",
+    "test_tuning",
+    "test_user_project",
+    "test_user_project_hits",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
