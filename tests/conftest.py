@@ -47,6 +47,7 @@ def mirrored_strategy():
 # runs them, `make test-fast` (`-m "not slow"`) leaves them out.
 SLOW_MODULES = {
     "test_cli",
+    "test_builtin_subclass",
     "test_experiments",
     "test_export",
     "test_keras_files_load",

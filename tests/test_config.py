@@ -103,10 +103,10 @@ def test_wheel_ships_every_config_file():
         "setuptools"
     ]
     assert setuptools["package-dir"]["tapefit.conf"] == "conf"
-    assert "tapefit.conf" in setuptools["packages"]
-    patterns = setuptools["package-data"]["tapefit.conf"]
-    files = [p.relative_to(config_dir()).as_posix() for p in config_dir().rglob("*.yaml")]
-    assert files and all(
-        any(fnmatch.fnmatch(f, pat) and f.count("/") == pat.count("/") for pat in patterns)
-        for f in files
-    )
+    patterns = setuptools["package-data"]["*"]
+    files = [p.relative_to(config_dir()) for p in config_dir().rglob("*.yaml")]
+    assert files
+    for file in files:  # its folder is a listed package, and its name matches package-data
+        package = ".".join(["tapefit", "conf", *file.parent.parts])
+        assert package in setuptools["packages"], f"{package} is not in [tool.setuptools]"
+        assert any(fnmatch.fnmatch(file.name, pattern) for pattern in patterns)

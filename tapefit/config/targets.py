@@ -79,7 +79,11 @@ def locate(path: str, key: str) -> Any:
 
 def accepted_arguments(target: Callable) -> tuple[list[str], bool]:
     """The keyword names `target` takes, and whether it takes any (`**kwargs` that does not
-    end in a Keras constructor, which accepts only a few)."""
+    end in a Keras constructor, which accepts only a few). A class whose `__init__` passes
+    `*args`/`**kwargs` on takes its parents' arguments too, followed along its MRO (as
+    jsonargparse does): a subclass of `tapefit.models.Classifier` takes `image_shape`."""
+    if inspect.isclass(target) and not target.__module__.startswith("keras."):
+        return _class_arguments(target)
     function = target.__init__ if inspect.isclass(target) else target
     try:
         parameters = list(inspect.signature(function).parameters.values())
@@ -98,6 +102,35 @@ def accepted_arguments(target: Callable) -> tuple[list[str], bool]:
     if takes_kwargs and getattr(target, "__module__", "").startswith("keras."):
         return names, False  # Keras' own classes keep **kwargs only for legacy names
     return names, takes_kwargs
+
+
+INTERNAL_ARGUMENTS = ("functional_network",)  # TapeModel's own, never a config key
+
+
+def _class_arguments(target: type) -> tuple[list[str], bool]:
+    names: list[str] = []
+    for cls in target.__mro__:
+        if "__init__" not in vars(cls) or cls is object:
+            continue
+        if cls.__module__.startswith("keras."):  # a Keras base: its few documented names
+            if _is_keras_layer(target):
+                names += [n for n in KERAS_BASE_ARGUMENTS if n not in names]
+            return names, False
+        try:
+            parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        except (TypeError, ValueError):
+            return names, True
+        names += [
+            p.name
+            for p in parameters
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and not p.name.startswith("_")
+            and p.name not in INTERNAL_ARGUMENTS
+            and p.name not in names
+        ]
+        if not any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in parameters):
+            return names, False  # passes nothing on
+    return names, True
 
 
 def _is_keras_layer(target: type) -> bool:

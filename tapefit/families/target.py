@@ -34,7 +34,7 @@ from tapefit.data.splits import ALIASES, PipelineOptions, splits_from_loader
 from tapefit.errors import TapefitError
 from tapefit.families.base import FAMILIES, Dataset, Family
 from tapefit.step.tape_model import TapeModel
-from tapefit.training.compiling import metric_name
+from tapefit.training.compiling import metric_name, model_compile_defaults
 
 
 @dataclass
@@ -168,7 +168,8 @@ class TargetFamily(Family):
     def logged_metrics(self, cfg: Any, model: keras.Model | None = None) -> list[str] | None:
         if model is None:
             return None  # the model's own trackers are known once it exists
-        configured = [metric_name(m) for m in cfg.compile.metrics]
+        own = model_compile_defaults(model).get("metrics", [])
+        configured = [metric_name(m) for m in [*own, *cfg.compile.metrics]]
         return list(dict.fromkeys([*tracker_names(model), *configured]))
 
     def default_objective(self, cfg: Any) -> str:

@@ -126,6 +126,16 @@ class Classifier(TapeModel):
         """Class probabilities for a batch of images."""
         return self.probabilities(self.logits(self.body(images, training=training)))
 
+    def compile_defaults(self) -> dict[str, Any]:
+        """The loss and metrics a tapefit run compiles the classifier with unless the config
+        names others (`compile.loss`, `compile.metrics`): what it needs comes with the model,
+        so a subclass named by `model._target_` trains with no other config.
+
+        Returns:
+            `{"loss": ..., "metrics": [...]}` for `Model.compile`.
+        """
+        return {"loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"]}
+
     def get_config(self) -> dict:
         """Everything `__init__` needs, so `.keras` files reload without custom code."""
         return {

@@ -24,9 +24,11 @@ def symbolic_batch(dataset: tf.data.Dataset) -> Any:
 
 
 def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: str) -> None:
-    """Run the test step once symbolically so every layer is built, then check that the model
-    has weights. `name` says which model in errors (`model._target_=...`)."""
-    if not all(layer.built for layer in model._flatten_layers()):
+    """Run the test step once symbolically so every layer is built (and, for a model compiled
+    without a loss, so that a step with no loss at all is refused now, not after `Epoch 1`),
+    then check that the model has weights. `name` says which model in errors."""
+    unbuilt = not all(layer.built for layer in model._flatten_layers())
+    if unbuilt or getattr(model, "_compile_loss", None) is None:
         try:
             model.build_from_batch(symbolic_batch(dataset))
         except Exception as error:  # the user's step on this data: say so in one line

@@ -72,8 +72,17 @@ def compile_objects(cfg: Any, family_arguments: dict[str, Any]) -> dict[str, Any
     return arguments
 
 
+def model_compile_defaults(model: keras.Model) -> dict[str, Any]:
+    """The `loss`/`metrics` a model brings itself (its optional `compile_defaults()`), used
+    when the config names none: a subclass of a tapefit model trains with no more config."""
+    defaults = getattr(model, "compile_defaults", None)
+    return dict(defaults()) if callable(defaults) else {}
+
+
 def compile_model(model: keras.Model, cfg: Any, family_arguments: dict[str, Any]) -> None:
-    """Compile `model` as the config says (inside the strategy's scope, by the caller)."""
+    """Compile `model` as the config says (inside the strategy's scope, by the caller): the
+    model's own defaults, then the family's, then `compile.loss`/`compile.metrics`."""
+    family_arguments = {**model_compile_defaults(model), **family_arguments}
     model.compile(
         optimizer=configured_optimizer(cfg),
         steps_per_execution=cfg.trainer.steps_per_execution,
