@@ -18,18 +18,25 @@ def ensure_tensorflow_backend() -> None:
             f"KERAS_BACKEND={requested!r} is not supported: tapefit's steps use tf.GradientTape; "
             f"unset KERAS_BACKEND or set KERAS_BACKEND={REQUIRED_BACKEND}"
         )
+    # the one setting `import tapefit` makes: Keras' own default, pinned against a keras.json
+    # that names another backend
     os.environ["KERAS_BACKEND"] = REQUIRED_BACKEND
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # TensorFlow turns its oneDNN kernels on by itself only on some Intel CPUs; on this
-    # project's AVX2 test machine they made the tutorial CNN step 1.33x faster (README).
-    # It only takes effect if TensorFlow is not imported yet; TF_ENABLE_ONEDNN_OPTS=0 opts out.
-    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     keras = sys.modules.get("keras")
     if keras is not None and keras.backend.backend() != REQUIRED_BACKEND:
         raise TapefitError(
             f"keras was imported with the {keras.backend.backend()!r} backend before tapefit: "
             f"import tapefit first or set KERAS_BACKEND={REQUIRED_BACKEND}"
         )
+
+
+def set_command_defaults() -> None:
+    """The process-wide settings of `python -m tapefit` (never of `import tapefit`), each
+    only where the environment does not already choose: TensorFlow's C++ log level, and its
+    oneDNN kernels, which TensorFlow turns on by itself only on some Intel CPUs (on this
+    project's AVX2 test machine they made the tutorial CNN step 1.33x faster, README;
+    `TF_ENABLE_ONEDNN_OPTS=0` opts out). Both act only before TensorFlow is imported."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 
 def started_as_command() -> bool:
@@ -44,6 +51,8 @@ def started_as_command() -> bool:
 def ensure_tensorflow_backend_or_exit() -> None:
     """`ensure_tensorflow_backend`; from the command line a refusal is one line and exit code 2,
     since the package is imported before `__main__` could catch anything."""
+    if started_as_command():
+        set_command_defaults()
     try:
         ensure_tensorflow_backend()
     except TapefitError as error:

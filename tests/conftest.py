@@ -1,8 +1,9 @@
 """Shared fixtures: TensorFlow backend, two logical CPUs for distribution tests, seeds, configs."""
 
-from tapefit.backend import ensure_tensorflow_backend
+from tapefit.backend import ensure_tensorflow_backend, set_command_defaults
 
-ensure_tensorflow_backend()  # before TensorFlow is imported: backend and oneDNN settings
+set_command_defaults()  # the tests run TensorFlow as `python -m tapefit` does
+ensure_tensorflow_backend()  # before TensorFlow is imported
 
 # isort: split
 import keras  # noqa: E402

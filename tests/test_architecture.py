@@ -25,7 +25,7 @@ PACKAGE = Path(tapefit.__file__).resolve().parent
 # Lower layers never import higher ones (README, "Architecture"). Keys are module paths under
 # tapefit/; a module takes the layer of the longest key it starts with.
 LAYERS = [
-    {"errors", "choices", "backend", "config", "training", "sweeps", "step"},
+    {"errors", "choices", "backend", "keras_compat", "config", "training", "sweeps", "step"},
     {
         "step.tools",
         "step.functional",
@@ -89,6 +89,16 @@ def tapefit_imports(path: Path) -> set[str]:
 
 
 GRAPH = {module_name(p): tapefit_imports(p) for p in PACKAGE.rglob("*.py")}
+
+
+def test_keras_private_api_is_imported_in_one_module_only():
+    """`keras.src` may change in any Keras release: one module holds every such import."""
+    private = sorted(
+        module_name(path)
+        for path in PACKAGE.rglob("*.py")
+        if "keras.src" in path.read_text() and path.name != "keras_compat.py"
+    )
+    assert private == []
 
 
 def test_every_module_has_a_layer():
@@ -310,3 +320,17 @@ def test_a_dataset_of_another_family_is_refused(compose):
     cfg = compose(["data=pairs_synthetic"])  # the classifier does not take text pairs
     with pytest.raises(tapefit.TapefitError, match="does not fit model=classifier: it takes"):
         family_for(cfg)
+
+
+def test_importing_tapefit_changes_no_process_wide_setting():
+    """A user's script decides TensorFlow's settings; only the CLI sets its defaults."""
+    code = (
+        "import os, json; before = dict(os.environ); import tapefit; "
+        "print(json.dumps({k: v for k, v in os.environ.items() if before.get(k) != v}))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "KERAS_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"KERAS_BACKEND": "tensorflow"}

@@ -16,11 +16,9 @@ from contextlib import contextmanager
 from typing import Any
 
 import keras
-from keras.src.backend.common import global_state
-from keras.src.models.functional import Functional
-from keras.src.saving.serialization_lib import ObjectSharingScope
 
 from tapefit.errors import UnsaveableModelError
+from tapefit.keras_compat import Functional, ObjectSharingScope, global_state
 from tapefit.step.constructor_config import PRIVATE_KEYS, accepted_keywords, leaves
 
 

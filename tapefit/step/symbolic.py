@@ -10,6 +10,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tapefit.keras_compat import compute_output_spec
 from tapefit.step.tools import in_multi_worker_mode, with_leading_axis
 
 # TensorFlow's global-seeded random ops (tf.random.normal and friends): their state lives in the
@@ -65,13 +66,13 @@ class SymbolicBuild:
         `test_step` (so a loss's own layers are built too), or, for a model whose own
         `train_step` needs no compiled loss, through `call` on the batch's inputs."""
         try:
-            keras.src.backend.compute_output_spec(self.test_step, batch)
+            compute_output_spec(self.test_step, batch)
         except ValueError as error:
             custom_step = type(self).train_step.__qualname__ != "TapeModel.train_step"
             if "No loss to compute" not in str(error) or not custom_step:
                 raise
             x = keras.utils.unpack_x_y_sample_weight(batch)[0]
-            keras.src.backend.compute_output_spec(lambda inputs: self(inputs), x)
+            compute_output_spec(lambda inputs: self(inputs), x)
 
     # Keras averages a multi-worker step's logs with `strategy.reduce("MEAN", value, axis=0)`,
     # which fails on a scalar: give scalars a leading axis (multi-worker runs only).

@@ -18,10 +18,10 @@ from typing import Any, NamedTuple
 
 import keras
 import tensorflow as tf
-from keras.src.utils import python_utils
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
+from tapefit.keras_compat import python_utils
 from tapefit.step.constructor_config import (
     captured_arguments,
     constructor_keywords,

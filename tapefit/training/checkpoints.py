@@ -13,9 +13,9 @@ from typing import Any
 import keras
 import numpy as np
 import tensorflow as tf
-from keras.src.saving import saving_lib  # H5IOStore: Keras' weights file, in memory
 
 from tapefit.errors import TapefitError
+from tapefit.keras_compat import saving_lib
 from tapefit.training.callback_state import collect
 from tapefit.training.outputs import atomic_write, to_builtin, write_json
 

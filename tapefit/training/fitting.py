@@ -21,7 +21,8 @@ from typing import Any
 
 import keras
 import tensorflow as tf
-from keras.src.utils import python_utils
+
+from tapefit.keras_compat import python_utils
 
 log = logging.getLogger("tapefit")
 
