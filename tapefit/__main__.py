@@ -67,15 +67,12 @@ def config_dir_arguments(hydra_cfg: DictConfig) -> list[str]:
 def failure_value(cfg: DictConfig) -> float:
     """What a failed job returns to a sweeper: the worst value for the objective's direction
     (-inf when higher is better). Optuna records it and goes on; NaN would abort its sweep."""
-    from tapefit.families import family_for
-    from tapefit.training.objective import objective_direction, objective_name
+    from tapefit.families import objective_of
 
     try:
-        name = objective_name(cfg, family_for(cfg).default_objective(cfg))
-        direction = objective_direction(cfg, name)
+        return objective_of(cfg).worst
     except TapefitError:
         return math.nan
-    return -math.inf if direction == "max" else math.inf
 
 
 def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:

@@ -1,5 +1,5 @@
-"""Hydra composition: every schema in the ConfigStore (the shared ones of `config.py` and each
-family's), then `conf/` composed as the CLI would."""
+"""Hydra composition: every schema in the ConfigStore (the shared ones of
+`tapefit/config/schemas.py` and each family's), then `conf/` composed as the CLI would."""
 
 from __future__ import annotations
 

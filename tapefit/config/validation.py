@@ -15,10 +15,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from tapefit.config.targets import checked_target, has_target
 from tapefit.errors import TapefitError
-from tapefit.families import family_for
+from tapefit.families import family_for, objective_of
 from tapefit.training.callbacks import MONITORING
 from tapefit.training.compiling import metric_name
-from tapefit.training.objective import check_objective, objective_direction, objective_name
+from tapefit.training.objective import Objective, check_objective
 from tapefit.training.runtime import cluster_source, device_names
 
 
@@ -226,14 +226,14 @@ def check_logged_names(cfg: Any, model: Any = None, validation: bool = True) -> 
     checked_objective(cfg, logged)
 
 
-def checked_objective(cfg: Any, logged: set[str] | None = None) -> str:
-    """The run's objective name, refused unless the run logs it (or, named explicitly, a test
-    metric `evaluate` reports); only named when the logs are not known yet."""
-    name = objective_name(cfg, family_for(cfg).default_objective(cfg))
+def checked_objective(cfg: Any, logged: set[str] | None = None) -> Objective:
+    """The run's objective, refused unless the run logs it (or, named explicitly, a test
+    metric `evaluate` reports; not checked when the logs are not known yet), then unless its
+    direction is stated or known."""
+    name = cfg.objective or family_for(cfg).default_objective(cfg)
     logged = logged if logged is not None else expected_logs(cfg)
     if logged is not None:
         per_epoch_only = {"learning_rate", "skipped_steps"}  # not something evaluate() reports
         tests = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
         check_objective(name, logged, tests)
-    objective_direction(cfg, name)  # stated, or known: refused now otherwise
-    return name
+    return objective_of(cfg)

@@ -13,7 +13,7 @@ from tapefit.families.base import (
     load_entry_point_families,
     register,
 )
-from tapefit.families.lookup import family_for
+from tapefit.families.lookup import family_for, objective_of
 
 for _builtin in ("classifier", "siamese"):  # they register themselves on import
     importlib.import_module(f"{__name__}.{_builtin}")
@@ -27,5 +27,6 @@ __all__ = [
     "Family",
     "family_for",
     "import_family_modules",
+    "objective_of",
     "register",
 ]

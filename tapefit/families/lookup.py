@@ -9,6 +9,7 @@ from tapefit.config.targets import has_target
 from tapefit.errors import TapefitError
 from tapefit.families.base import FAMILIES, Family, import_family_modules
 from tapefit.families.target import TARGET_FAMILY
+from tapefit.training.objective import Objective
 
 
 def family_for(cfg: Any) -> Family:
@@ -35,3 +36,9 @@ def family_for(cfg: Any) -> Family:
             f"data={cfg.data.name} does not fit model={name}: it takes {', '.join(family.datasets)}"
         )
     return family
+
+
+def objective_of(cfg: Any) -> Objective:
+    """The run's objective: `cfg.objective`, or the family's default validation metric, with
+    its direction and mode (one line refuses a direction `auto` cannot know)."""
+    return Objective.from_config(cfg, family_for(cfg).default_objective(cfg))

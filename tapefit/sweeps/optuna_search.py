@@ -32,7 +32,6 @@ from tapefit.sweeps.trials import (
     read_record,
 )
 from tapefit.training.lifecycle import RunInterrupted, write_status
-from tapefit.training.objective import objective_direction
 
 log = logging.getLogger("tapefit")
 
@@ -261,10 +260,10 @@ def search(cfg: Any, search_dir: str | Path, overrides: list[str] | None = None)
     optuna = require_optuna()
     search_dir = Path(search_dir)
     check_config(cfg)
-    name = checked_objective(cfg)
+    objective = checked_objective(cfg)
+    name, direction = objective.name, objective.direction
     check_space(cfg)
     check_optuna(cfg)
-    direction = objective_direction(cfg, name)
     host = socket.gethostname()
     runs = TrialRuns(cfg, search_dir, name, direction, list(overrides or []), worker=host)
     begin_search(search_dir, cfg, name)  # the claim and the HParams columns

@@ -3,7 +3,6 @@ status, objective, timings and overrides, best job first (configured in conf/con
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -13,20 +12,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from tapefit.sweeps.records import best_first, write_trials_csv
 from tapefit.training.direction import metric_direction
+from tapefit.training.lifecycle import METRICS_FILE, STATUS_FILE
+from tapefit.training.outputs import read_json
 
 log = logging.getLogger("tapefit")
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def job_record(job_dir: Path) -> dict[str, Any]:
     """A multirun job as a trial record: from its status.json, metrics.json and overrides."""
-    status, metrics = _read(job_dir / "status.json"), _read(job_dir / "metrics.json")
+    status = read_json(job_dir / STATUS_FILE, {})
+    metrics = read_json(job_dir / METRICS_FILE, {})
     overrides = OmegaConf.load(job_dir / ".hydra" / "overrides.yaml")
     values = dict(str(o).split("=", 1) for o in overrides if "=" in str(o))
     return {

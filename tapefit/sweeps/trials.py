@@ -37,8 +37,15 @@ from tapefit.sweeps.records import (
 )
 from tapefit.sweeps.search_space import apply_values, corner_values, declare, override_text
 from tapefit.training.checkpoints import EpochCheckpoint
-from tapefit.training.lifecycle import CHECKPOINTS, RunInterrupted, alive, read_status, write_status
-from tapefit.training.outputs import atomic_write, write_json
+from tapefit.training.lifecycle import (
+    CHECKPOINTS,
+    METRICS_FILE,
+    RunInterrupted,
+    alive,
+    read_status,
+    write_status,
+)
+from tapefit.training.outputs import atomic_write, read_json, write_json
 from tapefit.training.resume import MAY_DIFFER, check_same_config, config_snapshot
 from tapefit.training.train import build_data, run
 
@@ -224,7 +231,7 @@ class TrialRuns:
         extra = [clock, *([report] if report is not None else [])]
         try:
             if previous.get("state") == "completed" and not recorded:  # killed before the record
-                metrics = json.loads((run_dir / "metrics.json").read_text())
+                metrics = json.loads((run_dir / METRICS_FILE).read_text())
             else:
                 metrics = run(
                     cfg,
@@ -340,10 +347,7 @@ def pinned(overrides: list[str], space: Any) -> list[str]:
 
 def read_record(path: Path) -> dict[str, Any]:
     """A JSON record (`trial.json`), or {} when there is none (or an unreadable one)."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+    return read_json(path, {})
 
 
 def best_command(overrides: list[str], values: dict[str, Any], cfg: Any = None) -> str:

@@ -31,7 +31,6 @@ from tapefit.sweeps.trials import (  # noqa: F401 - EpochClock: experiments/swee
     read_record,
 )
 from tapefit.training.lifecycle import RunInterrupted, write_status
-from tapefit.training.objective import objective_direction
 
 PROJECT = "tuner"  # keras-tuner's project folder inside the search directory
 TUNER_ID = "KERASTUNER_TUNER_ID"  # keras-tuner's name for this process in a distributed search
@@ -164,13 +163,14 @@ def search(cfg: Any, search_dir: str | Path, overrides: list[str] | None = None)
     `tune.max_consecutive_failures` in a row, or no completed trial at all, is an error."""
     search_dir = Path(search_dir)
     check_config(cfg)
-    name = checked_objective(cfg)
+    run_objective = checked_objective(cfg)
+    name = run_objective.name
     check_space(cfg)
     check_no_optuna_keys(cfg)
     chief = not dist_utils.has_chief_oracle() or dist_utils.is_chief_oracle()
     if chief:
         begin_search(search_dir, cfg, name)  # the claim and the HParams columns
-    objective = kt.Objective(name, objective_direction(cfg, name))
+    objective = kt.Objective(name, run_objective.direction)
     oracle = make_oracle(cfg, declare(cfg.tune.space), objective)
     started = time.perf_counter()
     runner = TrialRunner(

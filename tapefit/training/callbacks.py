@@ -12,6 +12,7 @@ from tapefit.config.schemas import MonitorMode
 from tapefit.config.targets import instantiate
 from tapefit.step.monitor import StepTelemetry
 from tapefit.training.direction import resolve_direction
+from tapefit.training.objective import Objective
 from tapefit.training.tensorboard import StepTensorBoard
 
 log = logging.getLogger("tapefit")
@@ -61,11 +62,11 @@ class EpochLog(keras.callbacks.Callback):
         log.info("epoch %d: %s", epoch + 1, shown)
 
 
-def monitor_mode(monitor: str, mode: str, key: str, objective: tuple[str, str] | None) -> str:
+def monitor_mode(monitor: str, mode: str, key: str, objective: Objective | None) -> str:
     """A callback's `mode`: as configured, or for `auto` the objective's direction when it
     watches the objective, else the known direction of `monitor` (refused when unknown)."""
-    if MonitorMode(mode) == MonitorMode.auto and objective and monitor == objective[0]:
-        return objective[1]
+    if MonitorMode(mode) == MonitorMode.auto and objective and monitor == objective.name:
+        return objective.direction
     return resolve_direction(monitor, mode, key)
 
 
@@ -74,13 +75,13 @@ def build_callbacks(
     run_dir: Path,
     before_writers: list[keras.callbacks.Callback] | None = None,
     append: bool = False,
-    objective: tuple[str, str] | None = None,
+    objective: Objective | None = None,
 ) -> list[keras.callbacks.Callback]:
     """The enabled callbacks of `cfg` (the `callbacks` group), with files under `run_dir`:
     those that change the logs or the run (early stopping, learning-rate plateau, checkpoints)
     first, then `extra` (callbacks named by `_target_`), then `before_writers`, then those that
     write the logs (TensorBoard, telemetry, CSV; the CSV is appended to when `append`).
-    `objective` = (name, direction) gives the `auto` mode of a callback watching it.
+    `objective` gives the `auto` mode of a callback watching it.
     Monitored names are checked before training (`validation.check_config`): Keras would only
     warn and never act."""
     callbacks: list[keras.callbacks.Callback] = []

@@ -12,8 +12,8 @@ from typing import Any
 import keras
 
 from tapefit.errors import TapefitError
-from tapefit.families import family_for
-from tapefit.training.objective import objective_direction, objective_name, objective_value
+from tapefit.families import family_for, objective_of
+from tapefit.training.lifecycle import METRICS_FILE
 from tapefit.training.outputs import (
     plot_curves,
     save_model,
@@ -44,12 +44,12 @@ def finalize(
     results = {f"test_{name}": value for name, value in test.items()}
     results.update(family_for(cfg).report(model, data, run_dir))
     check_finite_metrics(results)
-    name = objective_name(cfg, family_for(cfg).default_objective(cfg))
-    direction = objective_direction(cfg, name)
-    value, epoch = objective_value(name, cfg.objective_mode, direction, history, results)
+    objective = objective_of(cfg)
+    name = objective.name
+    value, epoch = objective.value_in(history, results)
     results.update(
         objective=name,
-        objective_direction=direction,
+        objective_direction=objective.direction,
         objective_value=value,
         objective_epoch=epoch,
         epochs_run=len(next(iter(history.values()), [])),
@@ -73,7 +73,7 @@ def finalize(
         results["export"] = EXPORT_DIR
     if cfg.trainer.save_model:
         save_model(model, run_dir / "model.keras")
-    write_json(run_dir / "metrics.json", results)
+    write_json(run_dir / METRICS_FILE, results)
     return results
 
 

@@ -4,7 +4,6 @@ clean stop after the current step (and its checkpoint)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -21,9 +20,10 @@ from typing import Any
 import keras
 
 from tapefit.errors import TapefitError
-from tapefit.training.outputs import write_json
+from tapefit.training.outputs import read_json, write_json
 
 STATUS_FILE = "status.json"
+METRICS_FILE = "metrics.json"  # written last: only a completed run has it
 CHECKPOINTS = "resume"  # epoch checkpoints for resume=true (not callbacks.model_checkpoint)
 # What a fresh run may remove from a directory whose earlier run failed or was interrupted.
 STALE = (
@@ -33,7 +33,7 @@ STALE = (
     "curves.png",
     "similarity.png",
     "tensorboard",
-    "metrics.json",
+    METRICS_FILE,
     "model.keras",
     "export",
     "checkpoints",
@@ -51,10 +51,7 @@ class RunInterrupted(Exception):  # noqa: N818 - a stop, not an error
 
 def read_status(run_dir: Path) -> dict[str, Any] | None:
     """The run directory's status, or None if it has none (or an unreadable one)."""
-    try:
-        return json.loads((run_dir / STATUS_FILE).read_text())
-    except (OSError, ValueError):
-        return None
+    return read_json(run_dir / STATUS_FILE)
 
 
 def write_status(run_dir: Path, state: str, **fields: Any) -> None:

@@ -4,6 +4,7 @@ named explicitly), taken from the best epoch or the last."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from tapefit.config.schemas import ObjectiveMode
@@ -11,15 +12,61 @@ from tapefit.errors import TapefitError
 from tapefit.training.direction import resolve_direction
 
 
-def objective_name(cfg: Any, default: str) -> str:
-    """`cfg.objective`, or the family's `default` when it is null."""
-    return cfg.objective or default
+@dataclass(frozen=True)
+class Objective:
+    """The run's objective, resolved once: which metric, whether higher is better, and which
+    epoch's value counts. Selection, callbacks, both tuners and the summaries read it here.
 
+    Example:
 
-def objective_direction(cfg: Any, name: str) -> str:
-    """`max` or `min`: `cfg.objective_direction`, or for `auto` the known direction of metric
-    `name` (refused in one line when it is not known)."""
-    return resolve_direction(name, cfg.get("objective_direction", "auto"), "objective_direction")
+    ```python
+    objective = Objective("val_accuracy", "max")
+    assert objective.value_in({"val_accuracy": [0.5, 0.9, 0.9]}, {}) == (0.9, 2)
+    assert objective.better(0.9, 0.5) and objective.worst == -math.inf
+    ```
+    """
+
+    name: str
+    direction: str  # "max" or "min"
+    mode: str = ObjectiveMode.best.value  # the best epoch's value, or the last one's
+
+    @classmethod
+    def from_config(cls, cfg: Any, default: str) -> Objective:
+        """`cfg.objective` (or `default`, the family's validation metric), its direction from
+        `cfg.objective_direction` (refused in one line when `auto` cannot know it) and
+        `cfg.objective_mode`."""
+        name = cfg.objective or default
+        direction = resolve_direction(
+            name, cfg.get("objective_direction", "auto"), "objective_direction"
+        )
+        return cls(name, direction, ObjectiveMode(cfg.get("objective_mode", "best")).value)
+
+    @property
+    def worst(self) -> float:
+        """The value no run can do worse than: what a failed run reports to a sweeper."""
+        return -math.inf if self.direction == "max" else math.inf
+
+    def better(self, value: float, than: float) -> bool:
+        """Whether `value` beats `than` (strictly: of equal values the first is kept)."""
+        return value > than if self.direction == "max" else value < than
+
+    def value_in(
+        self, history: dict[str, list[float]], metrics: dict[str, Any]
+    ) -> tuple[float, int | None]:
+        """The objective's value and the (1-based) epoch it comes from (None for a test
+        metric); of equal values, the first epoch's, as `BestEpochWeights` keeps them."""
+        if self.name.startswith("test_"):
+            return float(metrics[self.name]), None
+        values = [math.nan if v is None else float(v) for v in history.get(self.name, [])]
+        if not values:
+            return math.nan, None
+        if ObjectiveMode(self.mode) == ObjectiveMode.last:
+            return values[-1], len(values)
+        best: tuple[float, int] | None = None
+        for index, value in enumerate(values):
+            if math.isfinite(value) and (best is None or self.better(value, best[0])):
+                best = (value, index)
+        return (math.nan, None) if best is None else (best[0], best[1] + 1)
 
 
 def check_objective(name: str, logged: set[str], test_metrics: set[str]) -> None:
@@ -29,27 +76,3 @@ def check_objective(name: str, logged: set[str], test_metrics: set[str]) -> None
             f"objective={name} is never logged by this run: choose one of "
             f"{', '.join(sorted(logged))} (or a test metric: {', '.join(sorted(test_metrics))})"
         )
-
-
-def objective_value(
-    name: str,
-    mode: str,
-    direction: str,
-    history: dict[str, list[float]],
-    metrics: dict[str, Any],
-) -> tuple[float, int | None]:
-    """The objective's value and the (1-based) epoch it comes from (None for a test metric);
-    of equal values, the first epoch's, as `BestEpochWeights` keeps them."""
-    if name.startswith("test_"):
-        return float(metrics[name]), None
-    values = [math.nan if v is None else float(v) for v in history.get(name, [])]
-    if not values:
-        return math.nan, None
-    if ObjectiveMode(mode) == ObjectiveMode.last:
-        return values[-1], len(values)
-    finite = [(v, i) for i, v in enumerate(values) if math.isfinite(v)]
-    if not finite:
-        return math.nan, None
-    sign = -1.0 if direction == "max" else 1.0
-    value, index = min(finite, key=lambda pair: (sign * pair[0], pair[1]))  # first best epoch
-    return value, index + 1

@@ -95,6 +95,15 @@ def _current_umask() -> int:
     return mask
 
 
+def read_json(path: Path, missing: Any = None) -> Any:
+    """The JSON in `path`, or `missing` when there is no such file or it does not parse (a
+    run killed mid-write leaves none, thanks to `atomic_write`, but a user may)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return missing
+
+
 def write_json(path: Path, data: Any) -> Path:
     """Write `data` as indented JSON, atomically."""
     text = json.dumps(to_builtin(data), indent=2, sort_keys=True) + "\n"

@@ -11,22 +11,22 @@ import keras
 import numpy as np
 
 from tapefit.config.schemas import ObjectiveMode, TestWeights
-from tapefit.training.objective import objective_direction
+from tapefit.training.objective import Objective
 
 log = logging.getLogger("tapefit")
 
 
 class BestEpochWeights(keras.callbacks.Callback):
     """Keeps a copy of the weights of the epoch whose `monitor` value is the best so far (the
-    first such epoch on ties, as `objective_value` picks it), or, with `monitor=None`, of the
+    first such epoch on ties, as `Objective.value_in` picks it), or, with no objective, of the
     last epoch (which `EarlyStopping(restore_best_weights=True)` would otherwise replace at
     the end). Its state rides in the resume checkpoints (`get_state`), so a resumed run still
     knows the best epoch before the stop."""
 
-    def __init__(self, monitor: str | None, direction: str = "min") -> None:
+    def __init__(self, objective: Objective | None) -> None:
         super().__init__()
-        self.monitor = monitor
-        self.higher_is_better = monitor is not None and direction == "max"
+        self.objective = objective
+        self.monitor = None if objective is None else objective.name
         self.epoch: int | None = None  # 0-based, as Keras counts epochs
         self.value = math.nan
         self.weights: list[np.ndarray] = []
@@ -40,7 +40,7 @@ class BestEpochWeights(keras.callbacks.Callback):
             return False
         if self.epoch is None:
             return True
-        return value > self.value if self.higher_is_better else value < self.value
+        return self.objective.better(value, self.value)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.last_epoch = epoch
@@ -66,7 +66,7 @@ class BestEpochWeights(keras.callbacks.Callback):
         self.last_epoch = state.get("last_epoch")
 
 
-def selector(cfg: Any, objective: str) -> BestEpochWeights | None:
+def selector(cfg: Any, objective: Objective) -> BestEpochWeights | None:
     """The callback that keeps the weights the run is tested with: the objective's best
     epoch's, or the last epoch's (`trainer.test_weights=last`, `objective_mode=last`, or an
     objective that is a test metric, which no epoch can select). None when the model ends
@@ -74,10 +74,10 @@ def selector(cfg: Any, objective: str) -> BestEpochWeights | None:
     last = (
         TestWeights(cfg.trainer.test_weights) == TestWeights.last
         or ObjectiveMode(cfg.objective_mode) == ObjectiveMode.last
-        or objective.startswith("test_")
+        or objective.name.startswith("test_")
     )
     if not last:
-        return BestEpochWeights(objective, objective_direction(cfg, objective))
+        return BestEpochWeights(objective)
     stopping = cfg.callbacks.early_stopping
     return BestEpochWeights(None) if stopping.enabled and stopping.restore_best_weights else None
 

@@ -20,7 +20,7 @@ import tensorflow as tf
 from tapefit.config.targets import has_target
 from tapefit.config.validation import check_config, check_logged_names, checked_objective
 from tapefit.errors import TapefitError
-from tapefit.families import family_for
+from tapefit.families import family_for, objective_of
 from tapefit.step.monitor import NonFiniteGuard
 from tapefit.training.building import (
     build_before_training,
@@ -50,7 +50,6 @@ from tapefit.training.lifecycle import (
     scratch_run_dir,
     write_status,
 )
-from tapefit.training.objective import objective_direction, objective_name
 from tapefit.training.outputs import (
     check_saveable,
 )
@@ -140,13 +139,12 @@ def assemble_callbacks(
     callbacks = family_for(cfg).callbacks(cfg, data)
     if cfg.trainer.on_nonfinite != "ignore":
         callbacks.insert(0, NonFiniteGuard())
-    name = objective_name(cfg, family_for(cfg).default_objective(cfg))
     callbacks += build_callbacks(
         cfg.callbacks,
         run_dir,
         before_writers=before_writers,
         append=append,
-        objective=(name, objective_direction(cfg, name)),
+        objective=objective_of(cfg),
     )
     if cfg.trainer.verbose:  # before the epoch's log line, so the bar ends its line first
         callbacks.append(StepProgbar())
@@ -231,7 +229,7 @@ def train_on(
                 rewrite_csv(run_dir / cfg.callbacks.csv_logger.filename, epochs)
             if cfg.callbacks.tensorboard.enabled:
                 fill_tensorboard(run_dir / "tensorboard", epochs)
-    chosen = selector(cfg, objective_name(cfg, family_for(cfg).default_objective(cfg)))
+    chosen = selector(cfg, objective_of(cfg))
     kept = [chosen] if chosen is not None else []  # before the checkpointer: it saves its state
     if kept and callback_states[0]:  # its state now, even if no epoch is left to fit
         apply_callback_states(kept, *callback_states)
