@@ -149,8 +149,8 @@ class NonFiniteGuard(keras.callbacks.Callback):
             raise TapefitError(
                 f"the loss or gradients became NaN/inf at epoch {self.epoch + 1}, optimizer "
                 f"step {step}: training stopped with the last finite weights "
-                "(trainer.on_nonfinite=stop); lower the learning rate, check the data for "
-                "NaN/inf, or set trainer.on_nonfinite=skip"
+                "(on_nonfinite=stop: trainer.on_nonfinite in a run's config); lower the learning "
+                "rate, check the data for NaN/inf, or use on_nonfinite=skip"
             )
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:

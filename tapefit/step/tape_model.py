@@ -28,6 +28,7 @@ from tapefit.step.constructor_config import (
     model_config,
 )
 from tapefit.step.functional import FunctionalAccess
+from tapefit.step.monitor import NonFiniteGuard
 from tapefit.step.rebuild_check import check_rebuildable
 from tapefit.step.symbolic import SymbolicBuild
 from tapefit.step.tools import (
@@ -364,6 +365,18 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
             state.record_skip(step)
 
         apply_if(same_on_every_replica(finite), optimizer.apply, skip, args=(gradients, variables))
+
+    # -- fit: the guard a stop needs -----------------------------------------------------------
+    def fit(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
+        """Keras' `fit`, plus a `NonFiniteGuard` when `compile(on_nonfinite=...)` asks to stop
+        at (or count) non-finite steps and the callbacks hold none: the step only skips, and
+        the guard is what stops training with the epoch and step."""
+        guard = getattr(self, "_on_nonfinite", OnNonFinite.ignore)
+        if guard != OnNonFinite.ignore and not isinstance(callbacks, keras.callbacks.CallbackList):
+            given = list(callbacks or [])
+            if not any(isinstance(c, NonFiniteGuard) for c in given):
+                callbacks = [NonFiniteGuard(), *given]
+        return super().fit(*args, callbacks=callbacks, **kwargs)
 
     # -- the steps --------------------------------------------------------------------------
     def train_step(self, data: Any) -> dict:
