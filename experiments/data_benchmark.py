@@ -32,7 +32,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tapefit.training.train import build_data, build_model, prepare
+from tapefit.runner.train import build_data, build_model, prepare
 
 WORDS = [f"w{i}" for i in range(5000)]
 

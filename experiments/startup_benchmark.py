@@ -21,7 +21,7 @@ from pathlib import Path
 import tensorflow as tf
 
 import tapefit
-from tapefit.training import train as training
+from tapefit.runner import train as training
 
 EXPERIMENTS = {
     "classifier (digits CNN)": ["data.train_limit=640"],

@@ -15,9 +15,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from tapefit.config.composition import register_schemas
 from tapefit.config.schemas import config_dir
 from tapefit.errors import TapefitError
+from tapefit.runner.composition import register_schemas
 
 register_schemas()
 
@@ -79,9 +79,9 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
     """One run, or a search when `tune.algorithm` is not `none` (keras-tuner's, or Optuna's
     study for `optuna`)."""
     if cfg.tune.algorithm == "none":
+        from tapefit.runner.train import run
         from tapefit.training.lifecycle import RunInterrupted, write_status
         from tapefit.training.preemption import requeue, resume_if_requeued
-        from tapefit.training.train import run
 
         resume_if_requeued(cfg)
         try:

@@ -30,7 +30,7 @@ def _seed_and_policy():
 @pytest.fixture
 def compose():
     """Compose the real config tree with overrides, as the CLI would."""
-    from tapefit.config.composition import compose as compose_config
+    from tapefit.runner.composition import compose as compose_config
 
     return compose_config
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 import tapefit
-from tapefit.config.validation import check_config
 from tapefit.families import (
     ENTRY_POINT_GROUP,
     FAMILIES,
     family_for,
     load_entry_point_families,
 )
+from tapefit.runner.validation import check_config
 
 PACKAGE = Path(tapefit.__file__).resolve().parent
 
@@ -60,7 +60,7 @@ LAYERS = [
     },
     {"sweeps.records"},
     {"families"},
-    {"config.composition", "config.validation", "training.finish", "training.train"},
+    {"runner"},
     {"sweeps.tuning", "sweeps.summary", "sweeps.trials", "sweeps.optuna_search"},
     {"__init__", "__main__", "launch"},
 ]
@@ -334,3 +334,47 @@ def test_importing_tapefit_changes_no_process_wide_setting():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"KERAS_BACKEND": "tensorflow"}
+
+
+# The packages bottom to top (README, "Architecture"): each imports only those before it.
+PACKAGE_ORDER = [
+    ["errors", "choices", "backend", "keras_compat"],
+    ["step"],
+    ["config"],
+    ["models", "data"],
+    ["training"],
+    ["families"],
+    ["runner"],
+    ["sweeps"],
+    ["launch", "__main__", "__init__"],
+]
+
+
+def package_edges() -> set[tuple[str, str]]:
+    """(importing package, imported package) over tapefit's top-level packages and modules."""
+    edges = set()
+    for module, targets in GRAPH.items():
+        parts = module.split(".")
+        source = parts[1] if len(parts) > 1 else "__init__"
+        for target in targets:
+            imported = target.split(".")[1] if "." in target else "__init__"
+            if imported != source:
+                edges.add((source, imported))
+    return edges
+
+
+def test_packages_are_layers_without_cycles():
+    rank = {name: index for index, names in enumerate(PACKAGE_ORDER) for name in names}
+    edges = package_edges()
+    assert {name for edge in edges for name in edge} <= set(rank), "a package with no layer"
+    upward = sorted(f"{a} -> {b}" for a, b in edges if rank[b] > rank[a])
+    cycles = sorted(f"{a} <-> {b}" for a, b in edges if (b, a) in edges and a < b)
+    assert upward == [] and cycles == []
+
+
+def test_the_modules_that_moved_keep_their_old_names():
+    from tapefit.config.composition import compose
+    from tapefit.training.train import build_model, run
+
+    assert run is tapefit.run and compose is tapefit.compose
+    assert build_model.__module__ == "tapefit.runner.train"

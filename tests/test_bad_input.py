@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tapefit import TapefitError
-from tapefit.training.train import run
+from tapefit.runner.train import run
 from tests.helpers import run_cli
 from tests.test_data import write_mnist
 

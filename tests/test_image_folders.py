@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from tapefit import TapefitError
 from tapefit.families import family_for
-from tapefit.training.train import build_data, run
+from tapefit.runner.train import build_data, run
 
 CLASSES = ("circle", "square", "stripes")
 SIZE = (12, 16)

@@ -103,9 +103,9 @@ class StopAt(keras.callbacks.Callback):
 def selected_runs(tmp_path_factory):
     """The same run tested with the best epoch's weights (default), with the last epoch's,
     and stopped after epoch 4 then resumed (default)."""
-    from tapefit.config.composition import compose
+    from tapefit.runner.composition import compose
+    from tapefit.runner.train import run
     from tapefit.training.lifecycle import RunInterrupted
-    from tapefit.training.train import run
 
     runs = {}
     for name, extra in (("best", []), ("last", ["trainer.test_weights=last"])):
@@ -145,8 +145,8 @@ def read(run_dir, name):
 
 
 def test_the_tested_and_saved_model_is_the_one_the_objective_selects(selected_runs):
-    from tapefit.config.composition import compose
-    from tapefit.training.train import build_data
+    from tapefit.runner.composition import compose
+    from tapefit.runner.train import build_data
 
     best, last = (
         read(selected_runs["best"], "metrics.json"),
@@ -175,8 +175,8 @@ def test_the_tested_and_saved_model_is_the_one_the_objective_selects(selected_ru
 def test_early_stopping_restoring_its_own_best_does_not_change_the_tested_model(
     selected_runs, name, weights, index
 ):
-    from tapefit.config.composition import compose
-    from tapefit.training.train import build_data
+    from tapefit.runner.composition import compose
+    from tapefit.runner.train import build_data
 
     metrics = read(selected_runs[name], "metrics.json")
     history = read(selected_runs[name], "history.json")
@@ -317,8 +317,8 @@ def scalar_points(log_dir):
 @pytest.fixture(scope="module")
 def tensorboard_run(tmp_path_factory):
     """A run with every TensorBoard option of the config on, 8 steps per execution."""
-    from tapefit.config.composition import compose
-    from tapefit.training.train import run
+    from tapefit.runner.composition import compose
+    from tapefit.runner.train import run
 
     run_dir = tmp_path_factory.mktemp("tensorboard")
     options = [
@@ -381,8 +381,8 @@ class FailAt(keras.callbacks.Callback):
 def two_runs(tmp_path_factory):
     """Two ordinary runs in one folder, as `tensorboard --logdir outputs` sees them: one
     completed with learning rate 0.003, one failed in its first epoch with 0.01."""
-    from tapefit.config.composition import compose
-    from tapefit.training.train import run
+    from tapefit.runner.composition import compose
+    from tapefit.runner.train import run
 
     outputs = tmp_path_factory.mktemp("outputs")
     base = ["model.architecture=mlp", "trainer.epochs=2", "trainer.verbose=0"]
@@ -425,8 +425,8 @@ def test_ordinary_runs_are_hparams_sessions_read_back_from_a_tensorboard_server(
 def finished_search(tmp_path_factory):
     """A grid search over a conditional space (bn_momentum only for the CNN), two executions
     a trial, two of its four trials failing (a learning rate that diverges)."""
-    from tapefit.config.composition import compose
     from tapefit.config.schemas import SpaceEntry
+    from tapefit.runner.composition import compose
     from tapefit.sweeps.tuning import search
 
     search_dir = tmp_path_factory.mktemp("search")

@@ -16,8 +16,8 @@ from omegaconf import OmegaConf
 
 from tapefit import TapefitError
 from tapefit.config.schemas import SpaceEntry
+from tapefit.runner.train import run
 from tapefit.sweeps.optuna_search import NEEDS_OPTUNA, search, suggest
-from tapefit.training.train import run
 from tests.helpers import REPO, run_cli
 from tests.test_tuning import FAST, hparams_sessions, rows
 

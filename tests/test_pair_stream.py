@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from tapefit import TapefitError
-from tapefit.training.train import build_data, run
+from tapefit.runner.train import build_data, run
 from tests.test_resume import drive, weights
 
 HEADER = "text1\ttext2\tlabel\n"

@@ -11,7 +11,7 @@ import tensorflow as tf
 from tapefit import SiameseModel, StepOutput, TapeModel
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.models.losses import CosineMSELoss
-from tapefit.training.train import prepare, run
+from tapefit.runner.train import prepare, run
 
 X = np.random.default_rng(0).normal(size=(32, 6)).astype("float32")
 Y = (X @ np.linspace(-1.0, 1.0, 6).reshape(6, 1)).astype("float32")

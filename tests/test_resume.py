@@ -275,8 +275,8 @@ def test_sigterm_and_sigint_stop_after_the_step_with_status_interrupted(tmp_path
 
 def test_a_directory_in_use_by_a_live_process_is_refused(tmp_path, compose):
     from tapefit import TapefitError
+    from tapefit.runner.train import run
     from tapefit.training.outputs import write_json
-    from tapefit.training.train import run
 
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -290,7 +290,7 @@ def test_a_directory_in_use_by_a_live_process_is_refused(tmp_path, compose):
 
 @pytest.mark.parametrize("experiment", ["classifier", "siamese"])
 def test_same_seed_and_determinism_give_identical_runs(compose, tmp_path, experiment):
-    from tapefit.training.train import run
+    from tapefit.runner.train import run
 
     overrides = [
         f"experiment={experiment}",

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tapefit.runner.train import run
 from tapefit.training.runtime import shard_options, writes_run_dir
-from tapefit.training.train import run
 from tests.helpers import REPO
 
 # family -> overrides, and how close the result must be to one process's. Float-order noise
@@ -271,8 +271,8 @@ def test_the_slurm_launcher_configs_compose_with_submitits_plugin(name, nodes):
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from tapefit.config.composition import register_schemas
     from tapefit.config.schemas import config_dir
+    from tapefit.runner.composition import register_schemas
 
     register_schemas()
     GlobalHydra.instance().clear()

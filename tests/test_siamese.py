@@ -11,7 +11,7 @@ import tapefit
 from tapefit import SiameseModel, TapefitError
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.models.losses import CosineLoss, CosineMSELoss, InBatchNegativesLoss
-from tapefit.training.train import run
+from tapefit.runner.train import run
 from tests.helpers import run_cli, scalar_tags
 
 

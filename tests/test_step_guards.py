@@ -192,7 +192,7 @@ def test_loss_scale_skips_are_not_counted_twice(policy, counted):
 
 
 def test_a_diverging_run_from_config_stops_with_one_clear_error(compose, tmp_path):
-    from tapefit.training.train import run
+    from tapefit.runner.train import run
 
     cfg = compose(["model.architecture=mlp", "optimizer.learning_rate=1e12", "trainer.verbose=0"])
     assert cfg.trainer.on_nonfinite == "stop"  # the default for runs

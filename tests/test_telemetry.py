@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 
 from tapefit import TapeModel
+from tapefit.runner.train import run
 from tapefit.step.monitor import StepTelemetry
-from tapefit.training.train import run
 from tests.helpers import TensorBoardServer, scalar_tags
 
 
@@ -112,7 +112,7 @@ def test_histograms_of_every_gradient_on_request(tmp_path):
 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
-    from tapefit.config.composition import compose
+    from tapefit.runner.composition import compose
 
     run_dir = tmp_path_factory.mktemp("telemetry-run")
     cfg = compose(

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from tapefit.training.train import run
+from tapefit.runner.train import run
 from tests.test_data import write_mnist
 
 

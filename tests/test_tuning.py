@@ -20,8 +20,8 @@ from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
 
 from tapefit import TapefitError
 from tapefit.config.schemas import SpaceEntry
+from tapefit.runner.train import run
 from tapefit.sweeps.tuning import search
-from tapefit.training.train import run
 from tests.helpers import REPO, run_cli
 
 FAST = [

@@ -4,7 +4,7 @@ Each group option in `conf/` extends a schema (`defaults: [<name>_schema]`) and 
 differs from it, so a misspelt key (`trainer.epocs=3`), a wrong type (`trainer.epochs=three`)
 or an unknown choice (`trainer.precision=float8`) fails at compose time with Hydra's own
 message. The `data` and `model` schemas belong to the model families (`tapefit/families/`);
-`tapefit.config.composition` registers both kinds.
+`tapefit.runner.composition` registers both kinds.
 """
 
 from __future__ import annotations

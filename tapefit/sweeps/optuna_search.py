@@ -20,8 +20,8 @@ from typing import Any
 
 from tapefit.choices import parse_choice
 from tapefit.config.schemas import ParamType, Pruner, Sampler
-from tapefit.config.validation import at_least, check_config, checked_objective
 from tapefit.errors import TapefitError
+from tapefit.runner.validation import at_least, check_config, checked_objective
 from tapefit.sweeps.search_space import apply_values
 from tapefit.sweeps.trials import (
     RECORD,

@@ -25,8 +25,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from tapefit.config.schemas import TuneAlgorithm
-from tapefit.config.validation import check_config
 from tapefit.errors import TapefitError
+from tapefit.runner.train import build_data, run
+from tapefit.runner.validation import check_config
 from tapefit.sweeps.records import (
     current_rss_mb,
     placeholders,
@@ -47,7 +48,6 @@ from tapefit.training.lifecycle import (
 )
 from tapefit.training.outputs import atomic_write, read_json, write_json
 from tapefit.training.resume import MAY_DIFFER, check_same_config, config_snapshot
-from tapefit.training.train import build_data, run
 
 log = logging.getLogger("tapefit")
 

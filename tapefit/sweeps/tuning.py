@@ -19,8 +19,8 @@ import keras_tuner as kt
 from keras_tuner.src.distribute import utils as dist_utils
 
 from tapefit.config.schemas import OPTUNA_KEYS, TuneAlgorithm
-from tapefit.config.validation import check_config, checked_objective
 from tapefit.errors import TapefitError
+from tapefit.runner.validation import check_config, checked_objective
 from tapefit.sweeps.search_space import active_values, apply_values, declare
 from tapefit.sweeps.trials import (  # noqa: F401 - EpochClock: experiments/sweep_benchmark.py
     RECORD,

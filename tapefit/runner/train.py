@@ -18,9 +18,10 @@ import keras
 import tensorflow as tf
 
 from tapefit.config.targets import has_target
-from tapefit.config.validation import check_config, check_logged_names, checked_objective
 from tapefit.errors import TapefitError
 from tapefit.families import family_for, objective_of
+from tapefit.runner.finish import finalize
+from tapefit.runner.validation import check_config, check_logged_names, checked_objective
 from tapefit.step.monitor import NonFiniteGuard
 from tapefit.training.building import (
     build_before_training,
@@ -37,7 +38,6 @@ from tapefit.training.checkpoints import (
     restore_latest,
 )
 from tapefit.training.compiling import compile_model
-from tapefit.training.finish import finalize
 from tapefit.training.fitting import Fitting, Segment, replay_shuffles
 from tapefit.training.hparams import RunSession, config_hyperparameters
 from tapefit.training.lifecycle import (
