@@ -367,16 +367,24 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         apply_if(same_on_every_replica(finite), optimizer.apply, skip, args=(gradients, variables))
 
     # -- fit: the guard a stop needs -----------------------------------------------------------
-    def fit(self, *args: Any, callbacks: Any = None, **kwargs: Any) -> Any:
+    def fit(self, *args: Any, **kwargs: Any) -> Any:
         """Keras' `fit`, plus a `NonFiniteGuard` when `compile(on_nonfinite=...)` asks to stop
         at (or count) non-finite steps and the callbacks hold none: the step only skips, and
         the guard is what stops training with the epoch and step."""
+        if len(args) > 5:  # callbacks given by position, as Keras' signature allows
+            args = (*args[:5], self._with_guard(args[5]), *args[6:])
+        else:
+            kwargs["callbacks"] = self._with_guard(kwargs.get("callbacks"))
+        return super().fit(*args, **kwargs)
+
+    def _with_guard(self, callbacks: Any) -> Any:
         guard = getattr(self, "_on_nonfinite", OnNonFinite.ignore)
-        if guard != OnNonFinite.ignore and not isinstance(callbacks, keras.callbacks.CallbackList):
-            given = list(callbacks or [])
-            if not any(isinstance(c, NonFiniteGuard) for c in given):
-                callbacks = [NonFiniteGuard(), *given]
-        return super().fit(*args, callbacks=callbacks, **kwargs)
+        if guard == OnNonFinite.ignore or isinstance(callbacks, keras.callbacks.CallbackList):
+            return callbacks
+        given = list(callbacks or [])
+        if any(isinstance(callback, NonFiniteGuard) for callback in given):
+            return callbacks
+        return [NonFiniteGuard(), *given]
 
     # -- the steps --------------------------------------------------------------------------
     def train_step(self, data: Any) -> dict:
