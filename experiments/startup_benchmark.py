@@ -21,6 +21,7 @@ from pathlib import Path
 import tensorflow as tf
 
 import tapefit
+from tapefit.runner import phases
 from tapefit.runner import train as training
 
 EXPERIMENTS = {
@@ -51,17 +52,17 @@ def counting_traces(build_model, counts: dict[str, int]):
 def one_run(overrides: list[str], prebuild: bool, directory: Path) -> tuple[float, int]:
     """Seconds of `tapefit.run` and train-step traces, with or without the pre-build."""
     counts = {"traces": 0}
-    original_build, original_prebuild = training.build_model, training.build_step_variables
-    training.build_model = counting_traces(original_build, counts)
+    original_build, original_prebuild = phases.build_model, phases.build_step_variables
+    phases.build_model = counting_traces(original_build, counts)
     if not prebuild:
-        training.build_step_variables = lambda model, dataset: None
+        phases.build_step_variables = lambda model, dataset: None
     try:
         cfg = tapefit.compose([*overrides, *COMMON])
         started = time.perf_counter()
         training.run(cfg, directory)
         return time.perf_counter() - started, counts["traces"]
     finally:
-        training.build_model, training.build_step_variables = original_build, original_prebuild
+        phases.build_model, phases.build_step_variables = original_build, original_prebuild
 
 
 def main() -> None:

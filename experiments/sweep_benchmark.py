@@ -30,7 +30,7 @@ from tapefit import compose, run  # first: sets the backend and TensorFlow's opt
 import keras
 import tensorflow as tf
 
-import tapefit.runner.train
+import tapefit.runner.run
 from tapefit.config.schemas import SpaceEntry
 from tapefit.sweeps.search_space import apply_values
 from tapefit.sweeps.tuning import EpochClock, search
@@ -55,12 +55,12 @@ def growth_per_trial(records: list[dict]) -> float:
 @contextlib.contextmanager
 def registry_kept():
     """Runs that leave TensorFlow's custom-gradient registry alone, as tapefit's did before."""
-    released = tapefit.runner.train.released_custom_gradients
-    tapefit.runner.train.released_custom_gradients = contextlib.nullcontext
+    released = tapefit.runner.run.released_custom_gradients
+    tapefit.runner.run.released_custom_gradients = contextlib.nullcontext
     try:
         yield
     finally:
-        tapefit.runner.train.released_custom_gradients = released
+        tapefit.runner.run.released_custom_gradients = released
 
 
 def trial_records(search_dir: Path) -> list[dict]:

@@ -67,7 +67,7 @@ def config_dir_arguments(hydra_cfg: DictConfig) -> list[str]:
 def failure_value(cfg: DictConfig) -> float:
     """What a failed job returns to a sweeper: the worst value for the objective's direction
     (-inf when higher is better). Optuna records it and goes on; NaN would abort its sweep."""
-    from tapefit.families import objective_of
+    from tapefit.runner.model_node import objective_of
 
     try:
         return objective_of(cfg).worst

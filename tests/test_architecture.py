@@ -1,8 +1,7 @@
-"""The package's shape: layered imports with no cycle, and a model family that plugs in with
-its own module and YAML only."""
+"""The package's shape: layered imports with no cycle, and a model of a user's own that plugs in
+with its own module and YAML only, on the road tapefit's own models take."""
 
 import ast
-import importlib
 import json
 import os
 import subprocess
@@ -12,12 +11,6 @@ from pathlib import Path
 import pytest
 
 import tapefit
-from tapefit.families import (
-    ENTRY_POINT_GROUP,
-    FAMILIES,
-    family_for,
-    load_entry_point_families,
-)
 from tapefit.runner.validation import check_config
 
 PACKAGE = Path(tapefit.__file__).resolve().parent
@@ -25,7 +18,18 @@ PACKAGE = Path(tapefit.__file__).resolve().parent
 # Lower layers never import higher ones (README, "Architecture"). Keys are module paths under
 # tapefit/; a module takes the layer of the longest key it starts with.
 LAYERS = [
-    {"errors", "choices", "backend", "keras_compat", "config", "training", "sweeps", "step"},
+    {
+        "errors",
+        "choices",
+        "backend",
+        "keras_compat",
+        "files",
+        "protocols",
+        "config",
+        "training",
+        "sweeps",
+        "step",
+    },
     {
         "step.tools",
         "step.functional",
@@ -37,7 +41,7 @@ LAYERS = [
         "step.gradcheck",
     },
     {"models", "data"},
-    {"config.schemas", "config.targets"},
+    {"config.schemas", "config.targets", "config.typecheck"},
     {
         "training.runtime",
         "training.tensorboard",
@@ -59,7 +63,6 @@ LAYERS = [
         "sweeps.search_space",
     },
     {"sweeps.records"},
-    {"families"},
     {"runner"},
     {"sweeps.tuning", "sweeps.summary", "sweeps.trials", "sweeps.optuna_search"},
     {"__init__", "__main__", "launch"},
@@ -145,160 +148,92 @@ def test_models_losses_metrics_and_data_never_read_config():
             source = path.read_text()
             assert "omegaconf" not in source and "hydra" not in source, module
             assert not any(
-                t.startswith(("tapefit.config.schemas", "tapefit.families")) for t in GRAPH[module]
+                t.startswith(("tapefit.config", "tapefit.runner")) for t in GRAPH[module]
             )
 
 
-# -- a third family, written as a user would: one module of theirs, its YAML, nothing else ----
+# -- a third model, written as a user would: one module of theirs, its YAML, nothing else -----
 
-FAMILY_MODULE = """
-from dataclasses import dataclass
+USER_MODULE = """
 from types import SimpleNamespace
-from typing import ClassVar
 
 import keras
 import numpy as np
 
 import tapefit
 from tapefit.data.pipeline import make_pipeline
-from tapefit.families import Dataset, Family, register
 
 
-@dataclass
-class LinearDataConfig:
-    name: str = "linear"
-    samples: int = 256
-    batch_size: int = 32
+class Regressor(tapefit.TapeModel):
+    \"\"\"A linear regressor sized by its data; it brings its loss, metric and objective.\"\"\"
+
+    def __init__(self, features: int, units: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        self.features, self.units = features, units
+        self.dense = keras.layers.Dense(units)
+        self.dense.build((None, features))
+
+    def call(self, x, training=False):
+        return self.dense(x)
+
+    def compile_defaults(self):
+        return {"loss": "mse", "metrics": ["mae"]}
+
+    @classmethod
+    def default_objective(cls, data_config):
+        return "val_mae"
 
 
-@dataclass
-class RegressorConfig:
-    name: str = "NAME"
-    units: int = 1
-
-
-def load_linear(options, seed):
+def linear(samples: int = 256, batch_size: int = 32, seed: int = 0):
     rng = np.random.default_rng(seed)
-    x = rng.normal(size=(options.samples, 4)).astype("float32")
+    x = rng.normal(size=(samples, 4)).astype("float32")
     y = (x @ np.array([1.0, -2.0, 0.5, 3.0], "float32"))[:, None]
-    held_out = make_pipeline((x[:32], y[:32]), options.batch_size, shuffle=False, seed=seed)
+    held_out = make_pipeline((x[:32], y[:32]), batch_size, shuffle=False, seed=seed)
     return SimpleNamespace(
-        train=make_pipeline((x, y), options.batch_size, shuffle=True, seed=seed),
+        train=make_pipeline((x, y), batch_size, shuffle=True, seed=seed),
         val=held_out,
         test=held_out,
-        sizes={"train": options.samples, "val": 32, "test": 32},
-        features=x.shape[1],
+        sizes={"train": samples, "val": 32, "test": 32},
+        model_arguments=lambda: {"features": x.shape[1]},
     )
 
 
 def check_linear(options):
-    if options.samples < 64:
-        raise tapefit.TapefitError(f"data.samples={options.samples} must be at least 64")
+    if options.get("samples", 256) < 64:
+        raise tapefit.TapefitError(f"data.samples={options['samples']} must be at least 64")
 
 
-@register
-class RegressionFamily(Family):
-    name = "NAME"
-    model_schema = RegressorConfig
-    datasets: ClassVar = {"linear": Dataset(LinearDataConfig, load_linear, check_linear)}
-
-    def model(self, cfg, data):
-        inputs = keras.Input((data.features,))
-        return tapefit.TapeModel(inputs, keras.layers.Dense(cfg.model.units)(inputs))
-
-    def compile_arguments(self, cfg, data):
-        return {"loss": "mse", "metrics": ["mae"]}
-
-    def logged_metrics(self, cfg, model=None):
-        return ["loss", "mae"]
-
-    def default_objective(self, cfg):
-        return "val_mae"
+linear.check_options = check_linear
 """
 
 
-def family_project(root: Path, name: str, with_schemas: bool) -> Path:
-    """A user folder with the family module `<name>_family.py` and its YAML under conf/."""
-    (root / f"{name}_family.py").write_text(FAMILY_MODULE.replace("NAME", name))
+def user_project(root: Path) -> Path:
+    """A user folder with `regression.py` and its YAML under conf/, as tapefit's own are."""
+    (root / "regression.py").write_text(USER_MODULE)
     conf = root / "conf"
     (conf / "model").mkdir(parents=True)
     (conf / "data").mkdir()
-
-    def defaults(schema: str) -> str:
-        return f"defaults:\n  - {schema}_schema\n  - _self_\n" if with_schemas else ""
-
-    (conf / "model" / f"{name}.yaml").write_text(defaults(name) + f"name: {name}\n")
+    (conf / "model" / "regressor.yaml").write_text(
+        "_target_: regression.Regressor\nunits: 1  # outputs\n"
+    )
     (conf / "data" / "linear.yaml").write_text(
-        defaults("linear") + "name: linear\nbatch_size: 16\n"
+        "_target_: regression.linear\nsamples: 256  # rows generated\n"
+        "batch_size: 16  # rows per batch\n"
     )
     return conf
 
 
-@pytest.fixture
-def registered_family(tmp_path, monkeypatch):
-    conf = family_project(tmp_path, "regressor", with_schemas=True)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("regressor_family")
-    yield conf, module
-    FAMILIES.pop("regressor")
-    sys.modules.pop("regressor_family")
-
-
-def test_a_new_family_plugs_in_with_its_module_and_yaml_only(registered_family, tmp_path):
-    conf, module = registered_family
-    cfg = tapefit.compose(
-        [
-            f"hydra.searchpath=[file://{conf}]",
-            "model=regressor",
-            "data=linear",
-            "trainer.epochs=3",
-            "trainer.verbose=0",
-            "optimizer.learning_rate=0.05",
-        ]
-    )
-    assert isinstance(family_for(cfg), module.RegressionFamily) and cfg.data.batch_size == 16
-    metrics = tapefit.run(cfg, tmp_path / "run")
-    assert metrics["samples"]["train"] == 256 and metrics["epochs_run"] == 3
-    history = (tmp_path / "run" / "history.json").read_text()
-    assert '"val_mae"' in history and (tmp_path / "run" / "model.keras").is_file()
-    with pytest.raises(tapefit.TapefitError, match=r"data\.samples=8 must be at least 64"):
-        check_config(
-            tapefit.compose(
-                [
-                    f"hydra.searchpath=[file://{conf}]",
-                    "model=regressor",
-                    "data=linear",
-                    "data.samples=8",
-                ]
-            )
-        )
-
-
-def test_an_installed_packages_entry_point_registers_its_family(tmp_path, monkeypatch):
-    conf = family_project(tmp_path, "plugged", with_schemas=True)
-    dist = tmp_path / "plugged_family-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plugged-family\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nplugged = plugged_family\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    try:
-        load_entry_point_families()
-        assert "plugged" in FAMILIES
-        cfg = tapefit.compose([f"hydra.searchpath=[file://{conf}]", "model=plugged", "data=linear"])
-        assert cfg.model.units == 1  # typed by the schema the entry point brought, at compose
-    finally:
-        FAMILIES.pop("plugged", None)
-        sys.modules.pop("plugged_family", None)
-
-
-def test_a_family_named_by_the_families_key_runs_from_the_cli(tmp_path):
-    family_project(tmp_path, "keyed", with_schemas=False)
-    common = ["--config-dir", "conf", "model=keyed", "data=linear", "families=[keyed_family]"]
+def test_a_third_model_plugs_in_with_its_module_and_yaml_only(tmp_path):
+    """The road tapefit's own models take: `_target_` YAMLs, optional hooks found by duck
+    typing (the data size the model, the model brings its loss and objective), checks from
+    the signature and the loader's `check_options`, all through the real CLI."""
+    user_project(tmp_path)
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
 
     def cli(*overrides):
+        command = [sys.executable, "-m", "tapefit", "--config-dir", "conf", "model=regressor"]
         return subprocess.run(
-            [sys.executable, "-m", "tapefit", *common, "trainer.verbose=0", *overrides],
+            [*command, "data=linear", "trainer.verbose=0", *overrides],
             cwd=tmp_path,
             env=env,
             capture_output=True,
@@ -306,20 +241,39 @@ def test_a_family_named_by_the_families_key_runs_from_the_cli(tmp_path):
             timeout=300,
         )
 
-    result = cli("trainer.epochs=2", f"hydra.run.dir={tmp_path / 'run'}")
+    result = cli("trainer.epochs=2", "optimizer.learning_rate=0.05", "hydra.run.dir=run")
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["objective"] == "val_mae" and metrics["samples"]["train"] == 256
-    bad = cli("+model.unitz=2", f"hydra.run.dir={tmp_path / 'bad'}")
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    errors = [line for line in bad.stderr.splitlines() if line.startswith("tapefit: error:")]
-    assert len(errors) == 1 and "model.unitz" in errors[0], bad.stderr[-2000:]
+    assert "test_mae" in metrics and (tmp_path / "run" / "model.keras").is_file()
+    refusals = {
+        "+model.unitz=2": "Regressor takes no argument 'unitz' (did you mean model.units?)",
+        "data.samples=8": "data.samples=8 must be at least 64",
+        "data.samples=many": "data.samples='many' must be an integer",
+    }
+    for override, message in refusals.items():
+        bad = cli(override, f"hydra.run.dir=bad{len(message)}")
+        errors = [line for line in bad.stderr.splitlines() if line.startswith("tapefit: error:")]
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr[-2000:]
+        assert len(errors) == 1 and message in errors[0], bad.stderr[-2000:]
 
 
-def test_a_dataset_of_another_family_is_refused(compose):
-    cfg = compose(["data=pairs_synthetic"])  # the classifier does not take text pairs
-    with pytest.raises(tapefit.TapefitError, match="does not fit model=classifier: it takes"):
-        family_for(cfg)
+def test_the_removed_families_key_says_how_to_migrate(compose):
+    with pytest.raises(
+        tapefit.TapefitError, match=r"families=\[\.\.\.\] is gone: name your model by"
+    ):
+        check_config(compose(["families=[my_family]"]))
+
+
+def test_data_that_cannot_size_the_model_is_refused_in_one_line(compose, tmp_path):
+    cfg = compose(["data=pairs_synthetic", "data.train_size=32", "data.val_size=8"])
+    cfg.data.test_size = 8
+    with pytest.raises(
+        tapefit.TapefitError,
+        match=r"model: Classifier needs image_shape, which data=tapefit.data.loaders."
+        r"synthetic_pairs does not supply: choose data that does, or set model.image_shape",
+    ):
+        tapefit.run(cfg, tmp_path / "run")
 
 
 def test_importing_tapefit_changes_no_process_wide_setting():
@@ -338,12 +292,11 @@ def test_importing_tapefit_changes_no_process_wide_setting():
 
 # The packages bottom to top (README, "Architecture"): each imports only those before it.
 PACKAGE_ORDER = [
-    ["errors", "choices", "backend", "keras_compat"],
+    ["errors", "choices", "backend", "keras_compat", "files", "protocols"],
     ["step"],
     ["config"],
     ["models", "data"],
     ["training"],
-    ["families"],
     ["runner"],
     ["sweeps"],
     ["launch", "__main__", "__init__"],
@@ -377,4 +330,4 @@ def test_the_modules_that_moved_keep_their_old_names():
     from tapefit.training.train import build_model, run
 
     assert run is tapefit.run and compose is tapefit.compose
-    assert build_model.__module__ == "tapefit.runner.train"
+    assert build_model.__module__ == "tapefit.runner.phases"

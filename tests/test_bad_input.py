@@ -41,7 +41,7 @@ def refused(compose, tmp_path, overrides, match):
         (["trainer.epochs=-1"], r"trainer\.epochs=-1 must be at least 1"),
         (["data.batch_size=0"], r"data\.batch_size=0 must be at least 1"),
         (["trainer.steps_per_epoch=0"], r"trainer\.steps_per_epoch=0 must be at least 1 or null"),
-        (["optimizer.learning_rate=0"], r"optimizer\.learning_rate=0\.0 must be > 0"),
+        (["optimizer.learning_rate=0"], r"optimizer\.learning_rate=0 must be > 0"),
         (["optimizer.learning_rate=-0.1"], r"optimizer\.learning_rate=-0\.1 must be > 0"),
         (["seed=-1"], r"seed=-1 must be at least 0"),
         (["model.dropout=1.5"], r"model\.dropout=1\.5 must lie in \[0, 1\)"),

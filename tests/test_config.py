@@ -14,8 +14,9 @@ EXPERIMENTS = sorted(p.stem for p in (config_dir() / "experiment").glob("*.yaml"
 def test_default_is_the_classifier_on_digits(compose):
     cfg = compose()
     assert cfg.experiment_name == "classifier"
-    assert cfg.data.name == "digits" and cfg.model.name == "classifier"
-    assert cfg.model.architecture.value == "cnn"
+    assert cfg.data._target_ == "tapefit.data.loaders.digits"
+    assert cfg.model._target_ == "tapefit.models.Classifier"
+    assert cfg.model.architecture == "cnn"
     assert OmegaConf.is_missing(cfg, "data") is False
 
 
@@ -28,9 +29,13 @@ def test_every_experiment_composes_and_resolves(compose, experiment):
 
 def test_mnist_experiment_is_the_tutorial_setting(compose):
     cfg = compose(["experiment=mnist"])
-    assert (cfg.data.name, cfg.data.batch_size, cfg.trainer.epochs) == ("mnist", 64, 1)
-    assert (cfg.optimizer.name, cfg.optimizer.learning_rate) == ("adam", 1e-3)
-    assert cfg.model.architecture.value == "cnn"
+    assert (cfg.data._target_, cfg.data.batch_size, cfg.trainer.epochs) == (
+        "tapefit.data.loaders.mnist",
+        64,
+        1,
+    )
+    assert (cfg.optimizer._target_, cfg.optimizer.learning_rate) == ("keras.optimizers.Adam", 1e-3)
+    assert cfg.model.architecture == "cnn"
 
 
 @pytest.mark.parametrize(
@@ -55,20 +60,11 @@ def test_overrides_apply(compose):
     [
         ("trainer.epocs=3", "epocs"),
         ("trainer.epochs=three", "epochs"),
-        ("model.architecture=resnet", "architecture"),
-        ("data.batch_size=1.5", "batch_size"),
         ("trainer.precision=float8", "precision"),
         ("trainer.strategy=ring", "strategy"),
         ("trainer.jit_compile=sometimes", "jit_compile"),
         ("callbacks.early_stopping.mode=up", "mode"),
         ("callbacks.tensorboard.update_freq=hourly", "update_freq"),
-        ("experiment=siamese model.encoder.rnn=transformer", "rnn"),
-        ("experiment=siamese model.encoder.pooling=max", "pooling"),
-        ("experiment=siamese model.loss.name=triplet", "loss.name"),
-        ("experiment=siamese data.label_type=ordinal", "label_type"),
-        ("experiment=siamese data=pairs_file data.quoting=some", "quoting"),
-        ("experiment=siamese data=pairs_file data.format=xlsx", "format"),
-        ("experiment=siamese data=pairs_file data.on_bad_line=warn", "on_bad_line"),
         ("trainer.on_nonfinite=explode", "on_nonfinite"),
         ("trainer.on_missing_gradients=shrug", "on_missing_gradients"),
         ("trainer.gradient_accumulation_steps=two", "gradient_accumulation_steps"),
@@ -110,3 +106,35 @@ def test_wheel_ships_every_config_file():
         package = ".".join(["tapefit", "conf", *file.parent.parts])
         assert package in setuptools["packages"], f"{package} is not in [tool.setuptools]"
         assert any(fnmatch.fnmatch(file.name, pattern) for pattern in patterns)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["model.architecture=resnet"], "model.architecture='resnet' must be one of cnn, mlp"),
+        (["data.batch_size=1.5"], "data.batch_size=1.5 must be an integer"),
+        (["model.dropout=high"], "model.dropout='high' must be a number"),
+        (["model.hidden_units=[64,wide]"], "hidden_units=.* must be a list of integers"),
+        (["model.dropout=1.5"], r"model.dropout=1.5 must lie in \[0, 1\)"),
+        (["+model.dropuot=0.1"], "did you mean model.dropout"),
+        (["+data.batch_sise=8"], "did you mean data.batch_size"),
+        (["experiment=siamese", "model.encoder.rnn=transformer"], "must be one of lstm, gru"),
+        (["experiment=siamese", "model.encoder.pooling=max"], "must be one of last, mean"),
+        (["experiment=siamese", "+model.encoder.unit=3"], "did you mean model.encoder.units"),
+        (["experiment=siamese", "model.loss.name=triplet"], "model.loss.name='triplet' must be"),
+        (["experiment=siamese", "data.label_type=ordinal"], "must be one of graded, binary"),
+        (["experiment=siamese", "data=pairs_file", "data.quoting=some"], "data.quoting='some'"),
+        (["experiment=siamese", "data=pairs_file", "data.format=xlsx"], "data.format='xlsx'"),
+        (["experiment=siamese", "data=pairs_file", "data.on_bad_line=warn"], "on_bad_line"),
+        (["data=image_folder"], "data: image_folder needs train_path: set data.train_path"),
+    ],
+)
+def test_bad_model_and_data_values_fail_before_anything_is_built(compose, overrides, message):
+    """`model` and `data` are `_target_` nodes: their keys are checked against the signature
+    and type hints of what they name (and its `check_options`), in one line."""
+    from tapefit import TapefitError
+    from tapefit.runner.validation import check_config
+
+    with pytest.raises(TapefitError, match=message) as caught:
+        check_config(compose(overrides))
+    assert "\n" not in str(caught.value)

@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
 import tapefit
 from tapefit import TapefitError
 from tapefit.data.images import load_digits_splits, load_mnist_splits
-from tapefit.families.classifier import load_mnist
+from tapefit.data.loaders import mnist as load_mnist
 
 
 def write_mnist(path, n_train=60, n_test=20, **drop):
@@ -48,18 +47,14 @@ def test_mnist_loader_reads_a_keras_format_file(tmp_path):
 
 def test_mnist_pipelines_batch_as_configured(tmp_path):
     write_mnist(tmp_path / "mnist.npz")
-    cfg = OmegaConf.create(
-        {
-            "name": "mnist",
-            "path": str(tmp_path / "mnist.npz"),
-            "batch_size": 16,
-            "val_fraction": 0.1,
-            "test_fraction": 0.2,
-            "train_limit": 40,
-            "cache": True,
-        }
-    )
-    data = load_mnist(cfg, seed=0)
+    options = {
+        "path": str(tmp_path / "mnist.npz"),
+        "batch_size": 16,
+        "val_fraction": 0.1,
+        "train_limit": 40,
+        "cache": True,
+    }
+    data = load_mnist(**options, seed=0)
     assert data.image_shape == (28, 28, 1) and data.num_classes == 10
     assert data.sizes == {"train": 40, "val": 6, "test": 20}
     batches = [y.shape[0] for _, y in data.train]
@@ -68,20 +63,16 @@ def test_mnist_pipelines_batch_as_configured(tmp_path):
 
 def test_training_batches_are_reshuffled_each_epoch_but_reproducible(tmp_path):
     write_mnist(tmp_path / "mnist.npz")
-    cfg = OmegaConf.create(
-        {
-            "name": "mnist",
-            "path": str(tmp_path / "mnist.npz"),
-            "batch_size": 54,
-            "val_fraction": 0.1,
-            "test_fraction": 0.2,
-            "train_limit": None,
-            "cache": True,
-        }
-    )
-    first = load_mnist(cfg, seed=3).train
+    options = {
+        "path": str(tmp_path / "mnist.npz"),
+        "batch_size": 54,
+        "val_fraction": 0.1,
+        "train_limit": None,
+        "cache": True,
+    }
+    first = load_mnist(**options, seed=3).train
     epoch_a, epoch_b = (next(iter(first))[1].numpy() for _ in range(2))
-    again = next(iter(load_mnist(cfg, seed=3).train))[1].numpy()
+    again = next(iter(load_mnist(**options, seed=3).train))[1].numpy()
     assert not np.array_equal(epoch_a, epoch_b)
     np.testing.assert_array_equal(epoch_a, again)
 

@@ -110,7 +110,6 @@ def test_siamese_export_takes_raw_strings_without_tapefit(tmp_path_factory, tmp_
 
 def test_target_model_gets_keras_default_export(tmp_path):
     import tapefit
-    from tapefit.families.target import TARGET_FAMILY
     from tapefit.training.export import export_for_serving
 
     class Wave(tapefit.TapeModel):
@@ -126,9 +125,9 @@ def test_target_model_gets_keras_default_export(tmp_path):
     model = Wave()
     model.compile(optimizer="adam", loss="mse")
     model.fit(x, np.sin(x), epochs=1, verbose=0)
-    path = export_for_serving(TARGET_FAMILY, model, None, tmp_path / "run" / "export")
+    path = export_for_serving(model, tmp_path / "run" / "export")
     (path / "stale").write_text("from an earlier export")
-    export_for_serving(TARGET_FAMILY, model, None, path)  # a second export replaces the first
+    export_for_serving(model, path)  # a second export replaces the first
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["export"]
     assert not (path / "stale").exists()
     served = tf.saved_model.load(str(path))  # here, in-process: the other tests load without

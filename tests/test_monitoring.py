@@ -258,13 +258,13 @@ def layer_configs(model: keras.Model) -> str:
 def test_every_shipped_search_entry_changes_the_model_wherever_it_is_active(compose, experiment):
     """A searched model key must change the model in every trial it is active in: the MLP has
     no dropout layer, so `model.dropout` is searched only `when` the architecture is `cnn`."""
-    from tapefit.families import family_for
+    from tapefit.runner.model_node import build_model_from_config
+    from tapefit.runner.train import build_data
     from tapefit.sweeps.search_space import active_values, apply_values, declare
 
     cfg = compose([f"experiment={experiment}", "tune=random"])
     space = cfg.tune.space
-    family = family_for(cfg)
-    data = family.build_data(cfg)
+    data = build_data(cfg)
     hp = declare(space)
     parents = [name for name, entry in space.items() if entry.type in ("choice", "bool")]
     checked = 0
@@ -286,8 +286,8 @@ def test_every_shipped_search_entry_changes_the_model_wherever_it_is_active(comp
                 if name not in active_values(hp, space):
                     continue
                 low, high = (apply_values(cfg, {**setting, name: value}) for value in extremes)
-                assert layer_configs(family.model(low, data)) != layer_configs(
-                    family.model(high, data)
+                assert layer_configs(build_model_from_config(low, data)) != layer_configs(
+                    build_model_from_config(high, data)
                 ), f"{name} has no effect when {parent}={choice}"
                 checked += 1
     assert checked >= len([name for name in space if name.startswith("model.")])

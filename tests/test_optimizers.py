@@ -151,3 +151,76 @@ def test_clipping_keys_match_a_hand_clipped_update(clip, expected):
         np.testing.assert_allclose(weight, -gradient, rtol=1e-6, atol=1e-6)
     unclipped, _ = one_sgd_step({})
     np.testing.assert_allclose(unclipped[0], -grads[0], rtol=1e-6)  # the hand gradient is right
+
+
+# -- optimizers are `_target_` nodes, as models and loaders are ------------------------------
+
+MY_OPTIMIZER = """
+import keras
+
+
+class HalvedSGD(keras.optimizers.SGD):
+    \"\"\"SGD whose learning rate is half the configured one.\"\"\"
+
+    def __init__(self, learning_rate: float = 0.1, **kwargs):
+        super().__init__(learning_rate=learning_rate / 2, **kwargs)
+"""
+
+
+def test_an_optimizer_is_named_by_target_keras_own_or_a_users(compose, tmp_path, monkeypatch):
+    (tmp_path / "my_optimizers.py").write_text(MY_OPTIMIZER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    lion = build_optimizer(
+        compose(
+            [
+                "optimizer._target_=keras.optimizers.Lion",
+                "~optimizer.amsgrad",
+                "~optimizer.epsilon",
+                "optimizer.learning_rate=0.0003",
+            ]
+        ).optimizer
+    )
+    assert isinstance(lion, keras.optimizers.Lion) and float(lion.learning_rate) == pytest.approx(
+        3e-4
+    )
+    cfg = compose(
+        [
+            "optimizer=sgd",
+            "optimizer._target_=my_optimizers.HalvedSGD",
+            "~optimizer.momentum",
+            "~optimizer.nesterov",
+        ]
+    )
+    mine = build_optimizer(cfg.optimizer)
+    assert type(mine).__name__ == "HalvedSGD" and float(mine.learning_rate) == pytest.approx(0.005)
+    adamw = build_optimizer(compose(["optimizer=adamw"]).optimizer, 2)
+    assert isinstance(adamw, keras.optimizers.AdamW) and adamw.weight_decay == 0.004
+    assert adamw.gradient_accumulation_steps == 2
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["+optimizer.beta1=0.5"],
+            r"Adam takes no argument 'beta1' \(did you mean optimizer\.beta_1\?\)",
+        ),
+        (["optimizer.learning_rate=fast"], "optimizer.learning_rate='fast' must be a number"),
+        (["optimizer.learning_rate=0"], r"optimizer.learning_rate=0 must be > 0"),
+        (
+            ["+optimizer.name=adamw"],
+            r"optimizer.name=adamw no longer chooses the optimizer class.*choose optimizer=adamw",
+        ),
+        (
+            ["optimizer=sgd", "optimizer._target_=builtins.dict"],
+            "built a dict, not a keras.optimizers.Optimizer",
+        ),
+    ],
+)
+def test_a_bad_optimizer_node_is_one_line_before_training(compose, overrides, message):
+    from tapefit.runner.validation import check_config
+
+    cfg = compose(overrides)
+    with pytest.raises(tapefit.TapefitError, match=message):
+        check_config(cfg)
+        build_optimizer(cfg.optimizer)

@@ -275,8 +275,8 @@ def test_sigterm_and_sigint_stop_after_the_step_with_status_interrupted(tmp_path
 
 def test_a_directory_in_use_by_a_live_process_is_refused(tmp_path, compose):
     from tapefit import TapefitError
+    from tapefit.files import write_json
     from tapefit.runner.train import run
-    from tapefit.training.outputs import write_json
 
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -147,7 +147,7 @@ def test_a_search_where_every_trial_fails_is_an_error(compose, tmp_path):
     [
         (
             ("optimizer.learnin_rate", {"type": "float", "min": 0.1, "max": 1}),
-            "is not a config key",
+            r"takes no argument 'learnin_rate' \(did you mean optimizer.learning_rate\?\)",
         ),
         (("optimizer.learning_rate", {"type": "float", "min": 1, "max": 0.1}), "needs min < max"),
         (

@@ -1,10 +1,11 @@
-"""The schemas every run shares: root, optimizer, trainer, callbacks.
+"""The schemas of tapefit's own settings: root, optimizer, trainer, callbacks, tune.
 
-Each group option in `conf/` extends a schema (`defaults: [<name>_schema]`) and holds only what
-differs from it, so a misspelt key (`trainer.epocs=3`), a wrong type (`trainer.epochs=three`)
-or an unknown choice (`trainer.precision=float8`) fails at compose time with Hydra's own
-message. The `data` and `model` schemas belong to the model families (`tapefit/families/`);
-`tapefit.runner.composition` registers both kinds.
+Each of these group options in `conf/` extends a schema (`defaults: [<name>_schema]`) and
+holds only what differs from it, so a misspelt key (`trainer.epocs=3`), a wrong type
+(`trainer.epochs=three`) or an unknown choice (`trainer.precision=float8`) fails at compose
+time with Hydra's own message. `model` and `data` have no schema here: they are `_target_`
+nodes, checked against the signature and type hints of what they name
+(`tapefit.config.targets`, `tapefit.config.typecheck`).
 """
 
 from __future__ import annotations
@@ -79,7 +80,9 @@ class UpdateFreq(str, Enum):
 
 @dataclass
 class OptimizerConfig:
-    """Any `keras.optimizers` class by name; unset options keep Keras' defaults."""
+    """Any `keras.optimizers` class by name; unset options keep Keras' defaults. The shipped
+    `conf/optimizer/*.yaml` name their class by `_target_` instead; this schema serves
+    configs written before (`defaults: [optimizer_schema]`)."""
 
     name: str = "adam"
     learning_rate: float = 1e-3
@@ -332,12 +335,15 @@ class TapefitConfig:
     force_resume: bool = False  # resume even if the config differs from the checkpointed one
     data: Any = MISSING
     model: Any = MISSING
-    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
-    # Several optimizers by the names a train_step uses (apply_tape_gradients(optimizer=NAME));
-    # when given, they replace `optimizer`, and the first one counts the steps.
-    optimizers: dict[str, OptimizerConfig] = field(default_factory=dict)
+    # An optimizer class by `_target_` and its arguments (conf/optimizer/*.yaml); a node
+    # without `_target_` extends `optimizer_schema` (a keras.optimizers class by `name`).
+    optimizer: Any = MISSING
+    # Several optimizers by the names a train_step uses (apply_tape_gradients(optimizer=NAME)),
+    # each a node like `optimizer`; when given, they replace `optimizer`, and the first one
+    # counts the steps.
+    optimizers: dict[str, Any] = field(default_factory=dict)
     compile: CompileConfig = field(default_factory=CompileConfig)
-    # Modules to import before the run: they register families of your own (@register).
+    # Removed: model families. A non-empty list is refused with the way to migrate.
     families: list[str] = field(default_factory=list)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)

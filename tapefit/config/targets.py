@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from tapefit.config.typecheck import check_arguments_types
 from tapefit.errors import TapefitError
 
 # Keyword arguments every keras.Layer/Model constructor accepts through **kwargs.
@@ -112,7 +113,10 @@ def _class_arguments(target: type) -> tuple[list[str], bool]:
     for cls in target.__mro__:
         if "__init__" not in vars(cls) or cls is object:
             continue
-        if cls.__module__.startswith("keras."):  # a Keras base: its few documented names
+        if cls.__module__.startswith("keras."):  # a Keras class: its named arguments only
+            if cls not in (_keras_model_class(), _keras_layer_class()):
+                keras_names, _ = accepted_arguments(cls)
+                names += [n for n in keras_names if n not in names]
             if _is_keras_layer(target):
                 names += [n for n in KERAS_BASE_ARGUMENTS if n not in names]
             return names, False
@@ -131,6 +135,18 @@ def _class_arguments(target: type) -> tuple[list[str], bool]:
         if not any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in parameters):
             return names, False  # passes nothing on
     return names, True
+
+
+def _keras_model_class() -> type:
+    import keras
+
+    return keras.Model
+
+
+def _keras_layer_class() -> type:
+    import keras
+
+    return keras.layers.Layer
 
 
 def _is_keras_layer(target: type) -> bool:
@@ -183,16 +199,27 @@ def check_arguments(
 def target_arguments(node: Any, exclude: Iterable[str] = ()) -> dict[str, Any]:
     """The keys of a `_target_` node that are the target's arguments (resolved, plain)."""
     skipped = set(HYDRA_KEYS) | set(exclude)
-    plain = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    if isinstance(node, DictConfig):
+        skipped |= {key for key in node if OmegaConf.is_missing(node, key)}  # `???`: required
+        plain = OmegaConf.to_container(node, resolve=True)
+    else:
+        plain = node
     return {k: v for k, v in plain.items() if k not in skipped}
 
 
 def checked_target(node: Any, key: str, exclude: Iterable[str] = (), supplied=()) -> Callable:
-    """Import `node._target_` and check the node's arguments against its signature."""
+    """Import `node._target_` and check the node's arguments against its signature, the
+    types its hints (or defaults) allow, and the target's own `check_options(arguments)`
+    when it has one (value checks a signature cannot say: ranges, combinations)."""
     target = locate(node["_target_"], f"{key}._target_")
     if not callable(target):
         raise TapefitError(f"{key}._target_={node['_target_']} is not callable")
-    check_arguments(target, target_arguments(node, exclude), key, supplied)
+    arguments = target_arguments(node, exclude)
+    check_arguments(target, arguments, key, supplied)
+    check_arguments_types(target, arguments, key)
+    check_options = getattr(target, "check_options", None)
+    if callable(check_options):
+        check_options(arguments)
     return target
 
 

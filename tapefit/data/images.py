@@ -6,6 +6,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -40,6 +41,19 @@ class ImageData:
     def rebuilt(self, batch_size: int) -> ImageData:
         """The same arrays in new pipelines: a first epoch's shuffle again, another batch size."""
         return image_data(self.splits, batch_size=batch_size, seed=self.seed, cache=self.cache)
+
+    def model_arguments(self) -> dict[str, Any]:
+        """What a classifier built for these images is told: their shape, the number of
+        classes and, for folder data, the class names by output index.
+
+        Returns:
+            Keyword arguments for `Classifier` (a subclass takes them too).
+        """
+        return {
+            "image_shape": list(self.image_shape),
+            "num_classes": self.num_classes,
+            "class_names": self.class_names,
+        }
 
 
 def load_digits_splits(val_fraction: float, test_fraction: float, seed: int) -> dict[str, Split]:

@@ -121,7 +121,7 @@ class StreamedPairData(PairData):
     def rebuilt(self, batch_size: int) -> StreamedPairData:
         """A new stream over the same files, another batch size; the sample is drawn again,
         so the stream's order is the one a fresh run sees (a sweep's trial = its re-run)."""
-        return streamed_pair_data(
+        rebuilt = streamed_pair_data(
             self.train_files,
             dict(self.splits),
             self.reader.spec,
@@ -131,6 +131,7 @@ class StreamedPairData(PairData):
             vocabulary_pairs=len(self.vocabulary_sample[2]),
             held_out_skipped=self.skipped_lines,
         )
+        return dataclasses.replace(rebuilt, text_options=self.text_options)
 
     def sharded_by_file(self, workers: int, index: int) -> StreamedPairData:
         """The training stream over this worker's share of the files (every `workers`-th,

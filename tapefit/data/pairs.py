@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -36,10 +38,12 @@ class PairData:
     seed: int
     cache: bool
     skipped_lines: int = 0
+    # How texts become tokens in the model: sequence_length and max_tokens (the loader's keys).
+    text_options: dict[str, Any] = field(default_factory=dict)
 
     def rebuilt(self, batch_size: int) -> PairData:
         """The same pairs in new pipelines: a first epoch's shuffle again, another batch size."""
-        return pair_data(
+        rebuilt = pair_data(
             self.splits,
             self.label_type,
             self.label_range,
@@ -48,6 +52,23 @@ class PairData:
             cache=self.cache,
             skipped_lines=self.skipped_lines,
         )
+        return dataclasses.replace(rebuilt, text_options=self.text_options)
+
+    def model_arguments(self) -> dict[str, Any]:
+        """What a pair model built for these data is told: the vocabulary adapted on the
+        training texts (capped by `max_tokens`), the sequence length, and the labels' type
+        and range (which pick and scale the pair loss).
+
+        Returns:
+            Keyword arguments for `SiameseModel` (a subclass takes them too).
+        """
+        options = {"sequence_length": 32, "max_tokens": 20000, **self.text_options}
+        return {
+            "vocabulary": adapt_vocabulary(self.training_texts(), options["max_tokens"]),
+            "sequence_length": options["sequence_length"],
+            "label_type": self.label_type,
+            "label_range": list(self.label_range),
+        }
 
     def inputs(self, split: str, batch_size: int = 256) -> tf.data.Dataset:
         """Only the `(texts_a, texts_b)` of a split, for `predict` (a 1-tuple, so Keras does not
@@ -173,3 +194,20 @@ def pair_data(
         cache=cache,
         skipped_lines=skipped_lines,
     )
+
+
+def adapt_vocabulary(texts: Any, max_tokens: int | None = 20000) -> list[str]:
+    """The vocabulary Keras' `TextVectorization` learns from `texts` (most frequent first, at
+    most `max_tokens` entries counting padding and OOV), without those two entries.
+
+    Raises:
+        TapefitError: if the texts hold no tokens at all.
+    """
+    from keras import layers
+
+    vectorizer = layers.TextVectorization(max_tokens=max_tokens)
+    vectorizer.adapt(tf.data.Dataset.from_tensor_slices(list(texts)).batch(1024))
+    vocabulary = vectorizer.get_vocabulary()[2:]  # without the padding and OOV entries
+    if not vocabulary:
+        raise TapefitError("the training texts hold no tokens: every text is empty")
+    return vocabulary

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import keras
 from keras import layers
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
+from tapefit.files import write_json
 from tapefit.step.tape_model import TapeModel
 
 
@@ -78,7 +80,7 @@ class Classifier(TapeModel):
         self,
         image_shape: Sequence[int],
         num_classes: int = 10,
-        architecture: str = "cnn",
+        architecture: Literal["cnn", "mlp"] = "cnn",
         dropout: float = 0.5,
         bn_momentum: float = 0.9,
         hidden_units: Sequence[int] = (64, 64),
@@ -86,6 +88,9 @@ class Classifier(TapeModel):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.check_options(
+            {"dropout": dropout, "bn_momentum": bn_momentum, "hidden_units": hidden_units}
+        )
         architecture = parse_choice(Architecture, architecture, "model.architecture").value
         if len(image_shape) != 3:
             raise TapefitError(
@@ -125,6 +130,46 @@ class Classifier(TapeModel):
     def call(self, images: Any, training: bool | None = None) -> Any:
         """Class probabilities for a batch of images."""
         return self.probabilities(self.logits(self.body(images, training=training)))
+
+    # -- what a tapefit run asks of its model (all optional; see tapefit.protocols) ------------
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Refuse dropout, momentum and layer sizes no model can use, before anything is built.
+
+        Args:
+            options: The configured constructor arguments (those not given keep defaults).
+
+        Raises:
+            TapefitError: naming the key, e.g. `model.dropout=1.5 must lie in [0, 1)`.
+        """
+        for key in ("dropout", "bn_momentum"):
+            if key in options and not 0.0 <= options[key] < 1.0:
+                raise TapefitError(f"model.{key}={options[key]} must lie in [0, 1)")
+        if "hidden_units" in options:
+            units = list(options["hidden_units"])
+            if not units or min(units) < 1:
+                raise TapefitError(f"model.hidden_units={units} must be positive sizes")
+
+    @classmethod
+    def default_objective(cls, data: Mapping[str, Any]) -> str:
+        """The metric a run selects on when the config names none: `val_accuracy`."""
+        return "val_accuracy"
+
+    def report(self, data: Any, run_dir: Path) -> dict[str, Any]:
+        """`classes.json`: the class names by output index, when the data have names."""
+        if self.class_names is not None:
+            write_json(run_dir / "classes.json", self.class_names)
+        return {}
+
+    def serving_endpoints(self) -> dict[str, tuple[Any, list[Any]]]:
+        """`serve(images)`: float32 images `(batch, height, width, channels)` in [0, 1], the
+        shape the model trained on -> float32 class probabilities `(batch, classes)`."""
+        spec = keras.InputSpec(shape=(None, *self.image_shape), dtype="float32")
+
+        def serve(images: Any) -> Any:
+            return self(images, training=False)
+
+        return {"serve": (serve, [spec])}
 
     def compile_defaults(self) -> dict[str, Any]:
         """The loss and metrics a tapefit run compiles the classifier with unless the config

@@ -81,6 +81,12 @@ class SplitMetrics(keras.callbacks.Callback):
         self.inputs, self.labels = inputs, labels
         self.label_type, self.prefix = label_type, prefix
 
+    @property
+    def logged_names(self) -> list[str]:
+        """The keys this callback adds to the epoch logs."""
+        names = ("pearson", "spearman") if self.label_type == "graded" else ("auc", "best_accuracy")
+        return [f"{self.prefix}{name}" for name in names]
+
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if logs is None:
             return

@@ -1,5 +1,5 @@
-"""Hydra composition: every schema in the ConfigStore (the shared ones of
-`tapefit/config/schemas.py` and each family's), then `conf/` composed as the CLI would."""
+"""Hydra composition: the schemas of `tapefit/config/schemas.py` in the ConfigStore, then
+`conf/` composed as the CLI would."""
 
 from __future__ import annotations
 
@@ -9,18 +9,14 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from tapefit.config.schemas import SCHEMAS, config_dir
-from tapefit.families import FAMILIES
 from tapefit.training.preemption import run_dir_name
 
 
 def register_schemas() -> None:
-    """Store the shared schemas and every registered family's in Hydra's ConfigStore, and
-    register tapefit's resolvers (idempotent)."""
+    """Store the schemas in Hydra's ConfigStore and register tapefit's resolvers
+    (idempotent)."""
     store = ConfigStore.instance()
-    stored = dict(SCHEMAS)
-    for family in FAMILIES.values():
-        stored.update(family.schemas())
-    for (group, name), node in stored.items():
+    for (group, name), node in SCHEMAS.items():
         store.store(group=group, name=name, node=node)
     OmegaConf.register_new_resolver("tapefit.run_name", run_dir_name, replace=True)
 

@@ -12,15 +12,11 @@ from typing import Any
 import keras
 
 from tapefit.errors import TapefitError
-from tapefit.families import family_for, objective_of
+from tapefit.files import to_builtin, write_json
+from tapefit.protocols import hook
+from tapefit.runner.model_node import objective_of
 from tapefit.training.lifecycle import METRICS_FILE
-from tapefit.training.outputs import (
-    plot_curves,
-    save_model,
-    to_builtin,
-    weights_digest,
-    write_json,
-)
+from tapefit.training.outputs import plot_curves, save_model, weights_digest
 
 log = logging.getLogger("tapefit")
 
@@ -42,7 +38,9 @@ def finalize(
     write_json(run_dir / "history.json", history)
     test = {} if data.test is None else model.evaluate(data.test, verbose=0, return_dict=True)
     results = {f"test_{name}": value for name, value in test.items()}
-    results.update(family_for(cfg).report(model, data, run_dir))
+    report = hook(model, "report")
+    if report is not None:
+        results.update(report(data, run_dir))
     check_finite_metrics(results)
     objective = objective_of(cfg)
     name = objective.name
@@ -69,7 +67,7 @@ def finalize(
     if cfg.trainer.export:  # a SavedModel for serving, loadable without tapefit
         from tapefit.training.export import EXPORT_DIR, export_for_serving
 
-        export_for_serving(family_for(cfg), model, data, run_dir / EXPORT_DIR)
+        export_for_serving(model, run_dir / EXPORT_DIR)
         results["export"] = EXPORT_DIR
     if cfg.trainer.save_model:
         save_model(model, run_dir / "model.keras")

@@ -10,15 +10,16 @@ import os
 from pathlib import PurePath
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig, OmegaConf
 
 from tapefit.config.targets import checked_target, has_target
 from tapefit.errors import TapefitError
-from tapefit.families import family_for, objective_of
+from tapefit.protocols import hook
+from tapefit.runner.data_node import check_data
+from tapefit.runner.model_node import check_model, default_objective, logged_metrics, objective_of
 from tapefit.training.callbacks import MONITORING
-from tapefit.training.compiling import metric_name
 from tapefit.training.objective import Objective, check_objective
+from tapefit.training.optimizers import check_optimizer_node
 from tapefit.training.runtime import cluster_source, device_names
 
 
@@ -129,47 +130,35 @@ def tf_config_tasks() -> list[str]:
         return []
 
 
-def expected_logs(cfg: Any, model: Any = None, validation: bool = True) -> set[str] | None:
-    """Every key the epoch logs of this run will hold (`validation`: whether it has a
-    validation split); None when only the built `model` can tell (a `_target_` model)."""
-    family = family_for(cfg)
-    names = family.logged_metrics(cfg, model)
-    if names is None:
-        return None
-    names = set(names) | {metric_name(m) for m in cfg.compile.metrics}
+def expected_logs(cfg: Any, model: Any, data: Any) -> set[str]:
+    """Every key the epoch logs of this run will hold, known once the model is built: what
+    its step logs (with `val_` when `data` has a validation split), what its
+    `training_callbacks` add, the learning rate and skipped steps when they are logged."""
+    names = set(logged_metrics(cfg, model))
     if cfg.trainer.on_nonfinite == "skip":
         names.add("skipped_steps")
     logged = set(names)
-    if validation:
+    if data.val is not None:
         logged |= {f"val_{name}" for name in names if name != "skipped_steps"}
-        logged |= set(family.validation_metrics(cfg))
+    callbacks = hook(model, "training_callbacks")
+    for callback in callbacks(data) if callbacks else []:
+        logged |= set(getattr(callback, "logged_names", []))
     if cfg.callbacks.reduce_lr_on_plateau.enabled:
         logged.add("learning_rate")
     return logged
 
 
-def typed_groups(cfg: Any) -> None:
-    """Give `data` and `model` their family's schema when their YAML did not name it (a family
-    registered through `families=[...]`, whose schemas Hydra never saw): misspelt keys and
-    wrong types are refused as for the built-in families."""
-    if has_target(cfg.model):
-        return
-    family = family_for(cfg)
-    schemas = {"model": family.model_schema, "data": family.datasets[cfg.data.name].schema}
-    for group, schema in schemas.items():
-        if OmegaConf.get_type(cfg[group]) is dict:
-            try:
-                typed = OmegaConf.merge(OmegaConf.structured(schema), cfg[group])
-            except OmegaConfBaseException as error:
-                key = f"{group}.{error.key}" if getattr(error, "key", None) else group
-                raise TapefitError(f"{key}: {str(error).splitlines()[0]}") from None
-            with open_dict(cfg):
-                cfg[group] = typed
+REMOVED_KEYS = {
+    "families": "families=[...] is gone: name your model by model._target_ and your loader by "
+    "data._target_ (one road for every model; README, 'Your own model and data')",
+}
 
 
 def check_config(cfg: Any) -> None:
     """Every check a composed config must pass before a run starts."""
-    typed_groups(cfg)
+    for key, why in REMOVED_KEYS.items():
+        if cfg.get(key):
+            raise TapefitError(why)
     _unknown_keys(cfg, "")
     trainer = cfg.trainer
     at_least(cfg.seed, 0, "seed")
@@ -187,7 +176,9 @@ def check_config(cfg: Any) -> None:
         "optimizer": cfg.optimizer
     }
     for key, options in optimizers.items():
-        if not options.learning_rate > 0:
+        if has_target(options):
+            check_optimizer_node(options, key)
+        elif not options.learning_rate > 0:
             raise TapefitError(f"{key}.learning_rate={options.learning_rate} must be > 0")
     at_least(cfg.callbacks.tensorboard.profile_batch, 0, "callbacks.tensorboard.profile_batch")
     if not 0.0 < cfg.callbacks.reduce_lr_on_plateau.factor < 1.0:
@@ -204,18 +195,14 @@ def check_config(cfg: Any) -> None:
             )
         checked_target(node, f"callbacks.extra.{name}")
     check_distribution(trainer, streamed=bool(cfg.data.get("stream", False)))
-    family = family_for(cfg)
-    family.check(cfg)
-    family.check_data(cfg)
-    check_logged_names(cfg)
+    check_model(cfg)
+    check_data(cfg.data)
 
 
-def check_logged_names(cfg: Any, model: Any = None, validation: bool = True) -> None:
-    """Callback monitors and the objective must be names the run logs: checked from config,
-    or, for a `_target_` model, once it is built (still before training)."""
-    logged = expected_logs(cfg, model, validation)
-    if logged is None:
-        return
+def check_logged_names(cfg: Any, model: Any, data: Any) -> None:
+    """Callback monitors and the objective must be names the run logs: checked once the
+    model is built, still before training."""
+    logged = expected_logs(cfg, model, data)
     for option in MONITORING:
         monitor = cfg.callbacks[option].monitor
         if cfg.callbacks[option].enabled and monitor not in logged:
@@ -230,8 +217,7 @@ def checked_objective(cfg: Any, logged: set[str] | None = None) -> Objective:
     """The run's objective, refused unless the run logs it (or, named explicitly, a test
     metric `evaluate` reports; not checked when the logs are not known yet), then unless its
     direction is stated or known."""
-    name = cfg.objective or family_for(cfg).default_objective(cfg)
-    logged = logged if logged is not None else expected_logs(cfg)
+    name = cfg.objective or default_objective(cfg)
     if logged is not None:
         per_epoch_only = {"learning_rate", "skipped_steps"}  # not something evaluate() reports
         tests = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}

@@ -15,8 +15,8 @@ from typing import Any
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hparams_api
 
+from tapefit.files import atomic_write
 from tapefit.training.hparams import write_session
-from tapefit.training.outputs import atomic_write
 
 RECORD_FIELDS = (
     "trial_id",

@@ -10,10 +10,10 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from tapefit.files import read_json
 from tapefit.sweeps.records import best_first, write_trials_csv
 from tapefit.training.direction import metric_direction
 from tapefit.training.lifecycle import METRICS_FILE, STATUS_FILE
-from tapefit.training.outputs import read_json
 
 log = logging.getLogger("tapefit")
 

@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 
 from tapefit.config.schemas import TuneAlgorithm
 from tapefit.errors import TapefitError
+from tapefit.files import atomic_write, read_json, write_json
 from tapefit.runner.train import build_data, run
 from tapefit.runner.validation import check_config
 from tapefit.sweeps.records import (
@@ -46,7 +47,6 @@ from tapefit.training.lifecycle import (
     read_status,
     write_status,
 )
-from tapefit.training.outputs import atomic_write, read_json, write_json
 from tapefit.training.resume import MAY_DIFFER, check_same_config, config_snapshot
 
 log = logging.getLogger("tapefit")

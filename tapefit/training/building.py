@@ -43,7 +43,11 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
                 f"({type(error).__name__}: {first}); {unbatched_hint(dataset)}check that "
                 "forward/call accept what the loader returns"
             ) from None
-    unbuilt = [layer.name for layer in model._flatten_layers(include_self=False) if not layer.built]
+    unbuilt = [
+        layer.name
+        for layer in model._flatten_layers(include_self=False)
+        if not layer.built and builds_weights(layer)
+    ]
     if unbuilt or not model.weights:
         what = (
             f"layer{'s' if len(unbuilt) > 1 else ''} {', '.join(unbuilt)} "
@@ -58,6 +62,12 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
         )
     # every layer and weight exists: saving keeps them, and a reloaded model builds again
     model.mark_built(keras.utils.unpack_x_y_sample_weight(symbolic_batch(dataset))[0])
+
+
+def builds_weights(layer: keras.layers.Layer) -> bool:
+    """Whether `layer`'s class creates weights in `build` (a lookup layer inside
+    `TextVectorization` keeps the base `build`: its tables are not weights)."""
+    return type(layer).build is not keras.layers.Layer.build
 
 
 def build_step_variables(model: keras.Model, dataset: tf.data.Dataset) -> None:

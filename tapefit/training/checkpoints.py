@@ -15,9 +15,9 @@ import numpy as np
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
+from tapefit.files import atomic_write, to_builtin, write_json
 from tapefit.keras_compat import saving_lib
 from tapefit.training.callback_state import collect
-from tapefit.training.outputs import atomic_write, to_builtin, write_json
 
 PREFIX = "epoch-"
 ARRAYS = ".callbacks.npz"  # beside each checkpoint: the callbacks' arrays (best weights)

@@ -1,5 +1,5 @@
 """`Model.compile`'s arguments from config: the optimizer (or several, by name), the loss and
-metrics of the `compile` section on top of the family's, and the tape step's policies."""
+metrics of the `compile` section on top of the model's own, and the tape step's policies."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def configured_optimizer(cfg: Any) -> Any:
     accumulate = cfg.trainer.gradient_accumulation_steps
     if cfg.optimizers:
         return {
-            name: build_optimizer(options, accumulate) for name, options in cfg.optimizers.items()
+            name: build_optimizer(options, accumulate, f"optimizers.{name}")
+            for name, options in cfg.optimizers.items()
         }
     return build_optimizer(cfg.optimizer, accumulate)
 
@@ -57,10 +58,10 @@ def keras_object(value: Any, key: str, kind: str) -> Any:
     return value
 
 
-def compile_objects(cfg: Any, family_arguments: dict[str, Any]) -> dict[str, Any]:
-    """The family's `loss`/`metrics`, with `compile.loss` replacing the loss and
-    `compile.metrics` added to the metrics."""
-    arguments = dict(family_arguments)
+def compile_objects(cfg: Any, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The model's own `loss`/`metrics` (`defaults`), with `compile.loss` replacing the loss
+    and `compile.metrics` added to the metrics."""
+    arguments = dict(defaults)
     if cfg.compile.loss is not None:
         arguments["loss"] = keras_object(cfg.compile.loss, "compile.loss", "loss")
     extra = [
@@ -79,17 +80,16 @@ def model_compile_defaults(model: keras.Model) -> dict[str, Any]:
     return dict(defaults()) if callable(defaults) else {}
 
 
-def compile_model(model: keras.Model, cfg: Any, family_arguments: dict[str, Any]) -> None:
+def compile_model(model: keras.Model, cfg: Any) -> None:
     """Compile `model` as the config says (inside the strategy's scope, by the caller): the
-    model's own defaults, then the family's, then `compile.loss`/`compile.metrics`."""
-    family_arguments = {**model_compile_defaults(model), **family_arguments}
+    model's own defaults (`compile_defaults()`), then `compile.loss`/`compile.metrics`."""
     model.compile(
         optimizer=configured_optimizer(cfg),
         steps_per_execution=cfg.trainer.steps_per_execution,
         jit_compile=jit_compile_argument(cfg.trainer.jit_compile),
         run_eagerly=cfg.trainer.run_eagerly,
         **step_policies(cfg),
-        **compile_objects(cfg, family_arguments),
+        **compile_objects(cfg, model_compile_defaults(model)),
     )
 
 

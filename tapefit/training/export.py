@@ -1,8 +1,8 @@
 """`trainer.export=true`: a TensorFlow SavedModel for serving in the run directory's `export/`.
 
 The artefact holds traced functions and weights only, so `tf.saved_model.load(path)` serves it
-without tapefit or any custom Keras class. What its endpoints take is the family's choice
-(`Family.export`); every artefact has `serve`, which is also its `serving_default` signature.
+without tapefit or any custom Keras class. What its endpoints take is the model's choice
+(`serving_endpoints()`); every artefact has `serve`, which is also its `serving_default` signature.
 """
 
 from __future__ import annotations
@@ -39,9 +39,19 @@ def write_endpoints(model: keras.Model, path: Path, endpoints: dict[str, Endpoin
     archive.write_out(str(path), verbose=False)
 
 
-def export_for_serving(family: Any, model: keras.Model, data: Any, path: Path) -> Path:
-    """Write `family.export(model, data, ...)` into a temporary sibling of `path`, then rename
-    it onto `path`, so no half-written export is ever seen; a failure is a one-line error."""
+def write_export(model: keras.Model, path: Path) -> None:
+    """The model's `serving_endpoints()` when it has them, else Keras' `model.export`, whose
+    endpoint `serve` takes what `call` was built with."""
+    endpoints = getattr(model, "serving_endpoints", None)
+    if callable(endpoints):
+        write_endpoints(model, path, endpoints())
+    else:
+        model.export(str(path), format="tf_saved_model", verbose=False)
+
+
+def export_for_serving(model: keras.Model, path: Path) -> Path:
+    """Write the model's SavedModel (`write_export`) into a temporary sibling of `path`, then
+    rename it onto `path`, so no half-written export is ever seen; a failure is one line."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
@@ -50,7 +60,7 @@ def export_for_serving(family: Any, model: keras.Model, data: Any, path: Path) -
     os.chmod(staging, 0o777 & ~umask)  # mkdtemp's 0o700 -> what a plain mkdir would give
     try:
         with _quiet_tensorflow():
-            family.export(model, data, staging)
+            write_export(model, staging)
         _replace_directory(staging, path)
     except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)

@@ -20,7 +20,7 @@ from typing import Any
 import keras
 
 from tapefit.errors import TapefitError
-from tapefit.training.outputs import read_json, write_json
+from tapefit.files import read_json, write_json
 
 STATUS_FILE = "status.json"
 METRICS_FILE = "metrics.json"  # written last: only a completed run has it

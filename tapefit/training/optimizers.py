@@ -1,4 +1,6 @@
-"""Optimizers by name from the `optimizer` config group."""
+"""Optimizers from the `optimizer` config group: a class named by `_target_` (Keras' own, such
+as `keras.optimizers.AdamW` or `keras.optimizers.Lion`, or one of yours), or, in configs
+written before `_target_`, a `keras.optimizers` class by `name`."""
 
 from __future__ import annotations
 
@@ -8,29 +10,38 @@ from typing import Any
 
 import keras
 
+from tapefit.config.targets import checked_target, has_target, instantiate
 from tapefit.errors import TapefitError
 
 OPTIONAL_KEYS = ("weight_decay", "momentum", "clipnorm", "global_clipnorm", "clipvalue")
 
 
 def build_optimizer(
-    cfg: Any, gradient_accumulation_steps: int | None = None
+    cfg: Any, gradient_accumulation_steps: int | None = None, key: str = "optimizer"
 ) -> keras.optimizers.Optimizer:
-    """A `keras.optimizers` instance named by `cfg.name`; options left null keep Keras' defaults.
+    """The optimizer the node `cfg` (at `key`) describes: `_target_` and its arguments, or a
+    `keras.optimizers` name with options (null options keep Keras' defaults).
 
     `gradient_accumulation_steps` k > 1 makes the optimizer average k batches' gradients and
     update once every k steps (Keras' own accumulation).
     """
+    check_accumulation(gradient_accumulation_steps)
+    accumulate = {}
+    if gradient_accumulation_steps is not None and gradient_accumulation_steps > 1:
+        accumulate["gradient_accumulation_steps"] = int(gradient_accumulation_steps)
+    if has_target(cfg):
+        check_optimizer_node(cfg, key)
+        optimizer = instantiate(cfg, key, **accumulate)
+        if not isinstance(optimizer, keras.optimizers.Optimizer):
+            raise TapefitError(
+                f"{key}._target_={cfg._target_} built a {type(optimizer).__name__}, not a "
+                "keras.optimizers.Optimizer: name an optimizer class (e.g. keras.optimizers.Adam)"
+            )
+        return optimizer
     options = {"learning_rate": cfg.learning_rate}
     options.update({key: cfg[key] for key in OPTIONAL_KEYS if cfg.get(key) is not None})
     options.update(dict(cfg.get("options") or {}))
-    if gradient_accumulation_steps is not None and gradient_accumulation_steps < 1:
-        raise TapefitError(
-            f"trainer.gradient_accumulation_steps={gradient_accumulation_steps} must be null "
-            "(off) or a number of batches >= 1"
-        )
-    if gradient_accumulation_steps is not None and gradient_accumulation_steps > 1:
-        options["gradient_accumulation_steps"] = int(gradient_accumulation_steps)
+    options.update(accumulate)
     check_option_names(cfg.name, options, set(dict(cfg.get("options") or {})))
     try:
         return keras.optimizers.get({"class_name": cfg.name, "config": options})
@@ -45,6 +56,41 @@ def build_optimizer(
             f"optimizer.name={cfg.name!r} is not a keras.optimizers class: use e.g. adam, "
             "adamw, sgd, rmsprop"
         ) from error
+
+
+def check_accumulation(steps: int | None) -> None:
+    """`trainer.gradient_accumulation_steps` is null (off) or at least 1."""
+    if steps is not None and steps < 1:
+        raise TapefitError(
+            f"trainer.gradient_accumulation_steps={steps} must be null (off) or a number of "
+            "batches >= 1"
+        )
+
+
+def check_optimizer_node(cfg: Any, key: str = "optimizer") -> None:
+    """Refuse, before anything is built, an optimizer node whose arguments its `_target_` does
+    not take or whose types are wrong, and a `name` that reads like the old way of choosing
+    the class (it would only rename the optimizer).
+
+    Raises:
+        TapefitError: one line naming the key, e.g. `optimizer.beta1: Adam takes no argument
+            'beta1' (did you mean optimizer.beta_1?)`.
+    """
+    target = checked_target(cfg, key)
+    name = cfg.get("name")
+    if isinstance(name, str) and name != getattr(target, "__name__", "").lower():
+        try:
+            named = type(keras.optimizers.get(name))
+        except (ValueError, TypeError):
+            return
+        raise TapefitError(
+            f"{key}.name={name} no longer chooses the optimizer class ({key}._target_ does, "
+            f"here {cfg._target_}): choose {key}={name} or set "
+            f"{key}._target_=keras.optimizers.{named.__name__}"
+        )
+    learning_rate = cfg.get("learning_rate")
+    if isinstance(learning_rate, int | float) and not learning_rate > 0:
+        raise TapefitError(f"{key}.learning_rate={learning_rate} must be > 0")
 
 
 def check_option_names(name: str, options: dict[str, Any], from_options: set[str]) -> None:

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from tensorflow.core.util import event_pb2
 
 from tapefit.errors import TapefitError
-from tapefit.training.outputs import atomic_write
+from tapefit.files import atomic_write
 
 # Keys a resumed run may change: how long to train, how chatty, and the resume switches.
 MAY_DIFFER = ("trainer.epochs", "trainer.verbose", "resume", "force_resume")

@@ -1,0 +1,441 @@
+"""tapefit's own datasets as loader functions, named by `_target_` in `conf/data/*.yaml` exactly
+as a user's loader is: each takes plain, typed arguments (checked against this signature
+before anything runs) and the run's `seed`, and returns a data object with `train`, `val`,
+`test` pipelines and `sizes`.
+
+What a loader's data tell the model (image shape, classes, vocabulary, label facts) is its
+data object's `model_arguments()`; value checks a signature cannot state are the loader's
+`check_options(arguments)`, run before anything is loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from tapefit.data.image_folders import CHANNELS, FolderImageData, class_folder, folder_data
+from tapefit.data.image_folders import split_off as split_off_files
+from tapefit.data.images import (
+    ImageData,
+    check_fraction,
+    image_data,
+    load_digits_splits,
+    load_mnist_splits,
+)
+from tapefit.data.pair_files import PairFileSpec, checked_file, expand_paths
+from tapefit.data.pair_stream import StreamedPairData, streamed_pair_data
+from tapefit.data.pairs import PairData, file_splits, pair_data, read_pair_files, synthetic_splits
+from tapefit.errors import TapefitError
+
+LabelTypeName = Literal["graded", "binary"]
+PairPaths = str | list[str] | None  # a file, a glob ('shards/*.tsv') or a list of them
+
+
+def checked_by(check: Callable[[Mapping[str, Any]], None]) -> Callable:
+    """Decorator: attach `check` as the loader's `check_options`, which the run calls with the
+    configured arguments before anything is loaded."""
+
+    def attach(loader: Callable) -> Callable:
+        loader.check_options = check
+        return loader
+
+    return attach
+
+
+def _with_defaults(loader: Callable, given: Mapping[str, Any]) -> dict[str, Any]:
+    import inspect
+
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(loader).parameters.items()
+        if parameter.default is not parameter.empty
+    }
+    return {**defaults, **given}
+
+
+def _check_image_arrays(given: Mapping[str, Any]) -> None:
+    options = _with_defaults(digits, given)
+    check_fraction("val_fraction", options["val_fraction"])
+    check_fraction("test_fraction", options["test_fraction"])
+    at_least_or_null(options["train_limit"], 1, "train_limit")
+    at_least_or_null(options["batch_size"], 1, "batch_size")
+
+
+def at_least_or_null(value: Any, minimum: int, key: str, null: bool = True) -> None:
+    """A one-line error naming `data.<key>` unless `value >= minimum` (or null, if `null`)."""
+    if value is None and null:
+        return
+    if value is None or value < minimum:
+        allowed = " or null" if null else ""
+        raise TapefitError(f"data.{key}={value} must be at least {minimum}{allowed}")
+
+
+@checked_by(_check_image_arrays)
+def digits(
+    batch_size: int = 32,
+    val_fraction: float = 0.15,
+    test_fraction: float = 0.2,
+    train_limit: int | None = None,
+    cache: bool = True,
+    seed: int = 0,
+) -> ImageData:
+    """scikit-learn's bundled 8x8 handwritten digits (1,797 images): real data, no network.
+
+    Args:
+        batch_size: Images per batch.
+        val_fraction: Share of the non-test images held out for validation.
+        test_fraction: Share of all images held out for the test split.
+        train_limit: Keep only the first N training images (quick runs); None keeps all.
+        cache: Keep the pipelines' elements in memory after the first epoch.
+        seed: The run's seed: the splits and the per-epoch shuffle.
+
+    Returns:
+        `ImageData` whose `model_arguments()` give the image shape and the number of classes.
+
+    Example:
+        >>> data = digits(batch_size=64, train_limit=100)
+        >>> data.sizes["train"], data.image_shape, data.num_classes
+        (100, (8, 8, 1), 10)
+    """
+    splits = load_digits_splits(val_fraction, test_fraction, seed)
+    return image_data(
+        splits, batch_size=batch_size, seed=seed, cache=cache, train_limit=train_limit
+    )
+
+
+def _check_mnist(given: Mapping[str, Any]) -> None:
+    options = _with_defaults(mnist, given)
+    check_fraction("val_fraction", options["val_fraction"])
+    at_least_or_null(options["train_limit"], 1, "train_limit")
+    at_least_or_null(options["batch_size"], 1, "batch_size", null=False)
+
+
+@checked_by(_check_mnist)
+def mnist(
+    path: str | None = None,
+    batch_size: int = 64,
+    val_fraction: float = 0.1,
+    train_limit: int | None = None,
+    cache: bool = True,
+    seed: int = 0,
+) -> ImageData:
+    """MNIST's 28x28 digits from a local `mnist.npz`, or downloaded by `keras.datasets`.
+
+    Args:
+        path: A local `mnist.npz` (keys x_train, y_train, x_test, y_test); None downloads it.
+        batch_size: Images per batch.
+        val_fraction: Share of MNIST's training images held out for validation.
+        train_limit: Keep only the first N training images; None keeps all.
+        cache: Keep the pipelines' elements in memory after the first epoch.
+        seed: The run's seed: the validation split and the per-epoch shuffle.
+
+    Returns:
+        `ImageData` with MNIST's own test split.
+
+    Example:
+        >>> data = mnist(path="mnist.npz")  # doctest: +SKIP
+    """
+    splits = load_mnist_splits(path, val_fraction, seed)
+    return image_data(
+        splits, batch_size=batch_size, seed=seed, cache=cache, train_limit=train_limit
+    )
+
+
+def _check_image_folder(given: Mapping[str, Any]) -> None:
+    options = _with_defaults(image_folder, given)
+    size = list(options["image_size"])
+    if len(size) != 2 or min(size) < 1:
+        raise TapefitError(
+            f"data.image_size={size} must be [height, width], both at least 1, e.g. [64, 64]"
+        )
+    if options.get("validation_path") is None:
+        check_fraction("val_fraction", options["val_fraction"])
+    at_least_or_null(options["batch_size"], 1, "batch_size", null=False)
+
+
+@checked_by(_check_image_folder)
+def image_folder(
+    train_path: str,
+    validation_path: str | None = None,
+    test_path: str | None = None,
+    image_size: Sequence[int] = (64, 64),
+    color_mode: Literal["grayscale", "rgb", "rgba"] = "rgb",
+    batch_size: int = 32,
+    val_fraction: float = 0.15,
+    cache: bool = False,
+    seed: int = 0,
+) -> FolderImageData:
+    """Labelled image folders, one subfolder per class, decoded in the pipeline.
+
+    Args:
+        train_path: A folder with one subfolder of images per class (`cat/`, `dog/`, ...).
+        validation_path: The same for validation; None holds out `val_fraction` of training.
+        test_path: The same for the test split; None: no test split (no `test_*` metrics).
+        image_size: `[height, width]` every image is resized to.
+        color_mode: Channels images are decoded to: grayscale, rgb or rgba.
+        batch_size: Images per batch.
+        val_fraction: Share of training images held out when there is no validation folder.
+        cache: Keep decoded images in memory after the first epoch.
+        seed: The run's seed: the held-out split and the per-epoch shuffle.
+
+    Returns:
+        `FolderImageData`; `model_arguments()` add the class names (the subfolders).
+
+    Example:
+        >>> data = image_folder("images/train")  # doctest: +SKIP
+    """
+    train, classes = class_folder(train_path, "train_path")
+    if validation_path is None:
+        train, val = split_off_files(train, check_fraction("val_fraction", val_fraction), seed)
+    else:
+        val, _ = class_folder(validation_path, "validation_path", classes)
+    splits = {"train": train, "val": val}
+    if test_path is not None:
+        splits["test"], _ = class_folder(test_path, "test_path", classes)
+    return folder_data(
+        splits,
+        classes,
+        batch_size=batch_size,
+        seed=seed,
+        size=list(image_size),
+        channels=CHANNELS[color_mode],
+        cache=cache,
+    )
+
+
+def _check_text_options(options: Mapping[str, Any]) -> None:
+    at_least_or_null(options["sequence_length"], 1, "sequence_length", null=False)
+    at_least_or_null(options["max_tokens"], 3, "max_tokens")
+    at_least_or_null(options["batch_size"], 1, "batch_size", null=False)
+
+
+def _check_synthetic_pairs(given: Mapping[str, Any]) -> None:
+    options = _with_defaults(synthetic_pairs, given)
+    _check_text_options(options)
+    for split in ("train", "val", "test"):
+        at_least_or_null(options[f"{split}_size"], 1, f"{split}_size", null=False)
+
+
+def with_text_options(data: PairData, sequence_length: int, max_tokens: int | None) -> PairData:
+    """`data` carrying how its texts become tokens (the vectoriser the model will hold)."""
+    return dataclasses.replace(
+        data, text_options={"sequence_length": sequence_length, "max_tokens": max_tokens}
+    )
+
+
+@checked_by(_check_synthetic_pairs)
+def synthetic_pairs(
+    label_type: LabelTypeName = "graded",
+    batch_size: int = 64,
+    sequence_length: int = 16,
+    max_tokens: int | None = 20000,
+    cache: bool = True,
+    train_size: int = 8000,
+    val_size: int = 500,
+    test_size: int = 500,
+    seed: int = 0,
+) -> PairData:
+    """Generated sentence pairs (seeded): graded label = 5 * concept overlap of the two
+    sentences, binary label = overlap >= 0.5.
+
+    Args:
+        label_type: `graded` (0-5 scores) or `binary` (0/1 same/different).
+        batch_size: Pairs per batch.
+        sequence_length: Tokens per text after vectorisation (padded or cut).
+        max_tokens: Vocabulary size cap, adapted on the training texts; None: no cap.
+        cache: Keep the pipelines' elements in memory after the first epoch.
+        train_size: Training pairs generated.
+        val_size: Validation pairs generated.
+        test_size: Test pairs generated.
+        seed: The run's seed: the generated pairs and the per-epoch shuffle.
+
+    Returns:
+        `PairData` whose `model_arguments()` give the vocabulary, the sequence length and
+        the label facts a pair loss needs.
+
+    Example:
+        >>> data = synthetic_pairs(train_size=64, val_size=16, test_size=16)
+        >>> data.sizes
+        {'train': 64, 'val': 16, 'test': 16}
+    """
+    sizes = {"train": train_size, "val": val_size, "test": test_size}
+    splits, label_range = synthetic_splits(sizes, label_type, seed)
+    data = pair_data(splits, label_type, label_range, batch_size=batch_size, seed=seed, cache=cache)
+    return with_text_options(data, sequence_length, max_tokens)
+
+
+def _check_pair_files(given: Mapping[str, Any]) -> None:
+    options = _with_defaults(pair_files, given)
+    _check_text_options(options)
+    for key in ("val_fraction", "test_fraction"):
+        if not 0.0 <= options[key] < 1.0:
+            raise TapefitError(f"data.{key}={options[key]} must lie in [0, 1)")
+    if not 0.0 <= options["max_skipped_fraction"] <= 1.0:
+        raise TapefitError(
+            f"data.max_skipped_fraction={options['max_skipped_fraction']} must lie in [0, 1]"
+        )
+    if options["val_fraction"] + options["test_fraction"] >= 1.0:
+        total = options["val_fraction"] + options["test_fraction"]
+        raise TapefitError(
+            f"data.val_fraction + data.test_fraction = {total} leaves no training pairs: keep "
+            "their sum below 1"
+        )
+    for key in ("shuffle_buffer", "vocabulary_pairs", "max_held_out_pairs"):
+        at_least_or_null(options[key], 1, key, null=False)
+    low_high = [float(value) for value in options["label_range"]]
+    if len(low_high) != 2 or not low_high[0] < low_high[1]:
+        raise TapefitError(
+            f"data.label_range={low_high} must be two numbers [low, high] with low < high, "
+            "e.g. data.label_range=[0,5]"
+        )
+
+
+@checked_by(_check_pair_files)
+def pair_files(
+    train_path: PairPaths = None,
+    validation_path: PairPaths = None,
+    test_path: PairPaths = None,
+    format: Literal["auto", "csv", "tsv", "jsonl"] = "auto",
+    text1_column: str | int = "text1",
+    text2_column: str | int = "text2",
+    label_column: str | int = "label",
+    header: bool = True,
+    delimiter: str | None = None,
+    quoting: Literal["minimal", "none", "all", "nonnumeric"] = "minimal",
+    label_type: LabelTypeName = "graded",
+    label_range: Sequence[float] = (0.0, 5.0),
+    on_bad_line: Literal["error", "skip"] = "error",
+    max_skipped_fraction: float = 0.1,
+    encoding: str = "utf-8",
+    batch_size: int = 64,
+    sequence_length: int = 32,
+    max_tokens: int | None = 20000,
+    cache: bool = True,
+    val_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+    stream: bool = False,
+    shuffle_buffer: int = 10000,
+    vocabulary_pairs: int = 100000,
+    max_held_out_pairs: int = 1000000,
+    seed: int = 0,
+) -> PairData:
+    """Your own text pairs from CSV, TSV or JSON-lines files; missing validation/test parts
+    are split off the training file, or the training rows stream from disk (`stream`).
+
+    Args:
+        train_path: The training pairs: a file, a glob ('shards/*.tsv') or a list of them.
+        validation_path: Validation pairs (required with `stream`); None: split off training.
+        test_path: Test pairs; None: split off training (or none, with `stream`).
+        format: csv, tsv or jsonl; `auto` goes by each file's extension.
+        text1_column: The first text's column: a header name, or a 0-based index without one.
+        text2_column: The second text's column.
+        label_column: The label's column.
+        header: Whether CSV/TSV files start with a header line.
+        delimiter: The field separator; None: "," for csv, tab for tsv.
+        quoting: CSV quoting, as Python's csv module names it.
+        label_type: `graded` scores or `binary` 0/1 labels.
+        label_range: `[low, high]` of graded labels (a loss rescales them from it).
+        on_bad_line: `error` stops at a malformed line (naming it); `skip` drops it.
+        max_skipped_fraction: With `skip`: refuse a file that loses more of its lines.
+        encoding: The files' text encoding (a UTF-8 byte-order mark is dropped).
+        batch_size: Pairs per batch.
+        sequence_length: Tokens per text after vectorisation (padded or cut).
+        max_tokens: Vocabulary size cap, adapted on the training texts; None: no cap.
+        cache: Keep the in-memory pipelines' elements after the first epoch.
+        val_fraction: Share of training pairs held out when there is no validation file.
+        test_fraction: Share of training pairs held out when there is no test file.
+        stream: Stream training rows from disk (never all in memory).
+        shuffle_buffer: With `stream`: rows in the shuffle buffer.
+        vocabulary_pairs: With `stream`: the seeded sample of pairs the vocabulary learns.
+        max_held_out_pairs: With `stream`: validation/test files are read up to this.
+        seed: The run's seed: splits, shuffles and the vocabulary sample.
+
+    Returns:
+        `PairData` (`StreamedPairData` with `stream`).
+
+    Example:
+        >>> data = pair_files("pairs/train.tsv", label_range=[0, 5])  # doctest: +SKIP
+    """
+    spec = PairFileSpec(
+        format=format,
+        text1_column=text1_column,
+        text2_column=text2_column,
+        label_column=label_column,
+        header=header,
+        delimiter=delimiter,
+        quoting=quoting,
+        label_range=list(label_range),
+        label_type=label_type,
+        on_bad_line=on_bad_line,
+        max_skipped_fraction=max_skipped_fraction,
+        encoding=encoding,
+    )
+    paths = {"train": train_path, "val": validation_path, "test": test_path}
+    if stream:
+        limits = {"shuffle_buffer": shuffle_buffer, "vocabulary_pairs": vocabulary_pairs}
+        data = _streamed_pairs(paths, spec, batch_size, seed, limits, max_held_out_pairs)
+        labels = np.concatenate([data.vocabulary_sample[2], *(s[2] for s in data.splits.values())])
+        check_label_type(labels, spec)
+        return with_text_options(data, sequence_length, max_tokens)
+    splits, skipped = file_splits(paths, spec, val_fraction, test_fraction, seed)
+    check_label_type(np.concatenate([split[2] for split in splits.values()]), spec)
+    data = pair_data(
+        splits,
+        spec.label_type,
+        tuple(spec.label_range),
+        batch_size=batch_size,
+        seed=seed,
+        cache=cache,
+        skipped_lines=skipped,
+    )
+    return with_text_options(data, sequence_length, max_tokens)
+
+
+def _streamed_pairs(
+    paths: dict[str, Any],
+    spec: PairFileSpec,
+    batch_size: int,
+    seed: int,
+    limits: dict[str, int],
+    max_held_out_pairs: int,
+) -> StreamedPairData:
+    """The training files as a stream; validation (required) and test files in memory, up to
+    `max_held_out_pairs` each."""
+    if not paths["train"]:
+        raise TapefitError("data=pairs_file needs data.train_path=/path/to/train.{csv,tsv,jsonl}")
+    if not paths["val"]:
+        raise TapefitError(
+            "data.stream=true reads validation pairs from their own files: give "
+            "data.validation_path (a held-out file or glob)"
+        )
+    train_files = [checked_file(f) for f in expand_paths(paths["train"], "train_path")]
+    held_out, skipped = {}, 0
+    for name, key in (("val", "validation_path"), ("test", "test_path")):
+        if paths[name]:
+            held_out[name], lost = read_pair_files(
+                expand_paths(paths[name], key), spec, max_held_out_pairs, key
+            )
+            skipped += lost
+    return streamed_pair_data(
+        train_files,
+        held_out,
+        spec,
+        batch_size=batch_size,
+        seed=seed,
+        held_out_skipped=skipped,
+        **limits,
+    )
+
+
+def check_label_type(labels: np.ndarray, spec: PairFileSpec) -> None:
+    """Refuse graded labels that are all 0 or 1: they are binary labels read as grades."""
+    binary_looking = set(np.unique(labels)) <= {0.0, 1.0} and spec.label_range[1] > 1.0
+    if spec.label_type.value == "graded" and binary_looking:
+        raise TapefitError(
+            "every label in the pair files is 0 or 1, but data.label_type=graded would read them "
+            "as grades: set data.label_type=binary model.loss.name=contrastive (or "
+            "data.label_range=[0, 1] if they really are grades)"
+        )

@@ -1,0 +1,81 @@
+"""What a run may ask of a model or a data object beyond `_target_`: optional methods, found by
+duck typing. tapefit's own `Classifier` and `SiameseModel` and its loaders implement them; a
+model or loader of yours needs none of them to train, and gains each one it adds.
+
+These `Protocol` classes document the hooks; nothing checks `isinstance` against them.
+
+Model (the class `model._target_` names, or the model it builds):
+
+- `check_options(options)` (classmethod): refuse configured values no model can use, before
+  anything is built (types are already checked from the constructor's hints).
+- `default_objective(data_config)` (classmethod): the validation metric a run selects on when
+  `objective` is null; without it, `val_loss`.
+- `compile_defaults()`: the `loss`/`metrics` `compile` needs when the config names none.
+- `training_callbacks(data)`: callbacks that add to the epoch logs (whole-split metrics),
+  placed before every configured callback; each may list its `logged_names`.
+- `report(data, run_dir)`: extra test metrics and files after training.
+- `serving_endpoints()`: `{name: (function, input specs)}` for `trainer.export=true`; without
+  it, Keras' `model.export`.
+
+Data (what the loader `data._target_` names returns):
+
+- `model_arguments()`: constructor arguments the data decide (image shape, classes,
+  vocabulary), passed to the model when its signature takes them and the config leaves them
+  out.
+- `rebuilt(batch_size)`: the same data in pipelines of another batch size (sweeps).
+- `diagnose(error)`: a one-line account of a failure inside the pipeline (a corrupt file).
+
+Loader (the callable `data._target_` names): `check_options(options)`, as for a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class ModelHooks(Protocol):
+    """The optional methods of a model a tapefit run uses (see the module docstring)."""
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None: ...
+
+    @classmethod
+    def default_objective(cls, data_config: Mapping[str, Any]) -> str: ...
+
+    def compile_defaults(self) -> dict[str, Any]: ...
+
+    def training_callbacks(self, data: Any) -> list[Any]: ...
+
+    def report(self, data: Any, run_dir: Path) -> dict[str, Any]: ...
+
+    def serving_endpoints(self) -> dict[str, tuple[Callable[..., Any], list[Any]]]: ...
+
+
+class DataHooks(Protocol):
+    """The optional methods of a data object a tapefit run uses."""
+
+    def model_arguments(self) -> dict[str, Any]: ...
+
+    def rebuilt(self, batch_size: int) -> DataHooks: ...
+
+    def diagnose(self, error: Exception) -> Exception | None: ...
+
+
+def hook(owner: Any, name: str) -> Callable[..., Any] | None:
+    """`owner.<name>` when it is a callable hook, else None.
+
+    Args:
+        owner: A model, a model class, a data object or a loader.
+        name: The hook's name, e.g. `"compile_defaults"`.
+
+    Returns:
+        The bound callable, or None when `owner` does not offer it.
+
+    Example:
+        >>> hook(object(), "report") is None
+        True
+    """
+    found = getattr(owner, name, None)
+    return found if callable(found) else None

@@ -1,0 +1,52 @@
+"""The one place a run's callbacks get their order (Lightning's callback connector)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import keras
+
+from tapefit.protocols import hook
+from tapefit.step.monitor import NonFiniteGuard
+from tapefit.training.callbacks import EpochLog, StepProgbar, build_callbacks
+from tapefit.training.objective import Objective
+
+
+def assemble_callbacks(
+    cfg: Any,
+    model: keras.Model,
+    data: Any,
+    run_dir: Path,
+    connected: dict[str, Any],
+) -> list[keras.callbacks.Callback]:
+    """The run's callbacks in their order:
+
+    1. the non-finite guard (it must see a bad step before anything records it);
+    2. the model's `training_callbacks(data)` (they add to the epoch logs);
+    3. the configured ones, with `connected["before_writers"]` (resume state, best-epoch
+       weights, the checkpointer, the signal stopper, a caller's callbacks) ahead of those
+       that write the logs (the CSV appended to when `connected["append"]`);
+    4. the progress bar, then the epoch's log line.
+
+    Callbacks that save or carry the others' state get the final list (`use_callbacks`).
+    """
+    own = hook(model, "training_callbacks")
+    callbacks = list(own(data)) if own is not None else []
+    if cfg.trainer.on_nonfinite != "ignore":
+        callbacks.insert(0, NonFiniteGuard())
+    objective: Objective = connected["objective"]
+    callbacks += build_callbacks(
+        cfg.callbacks,
+        run_dir,
+        before_writers=connected["before_writers"],
+        append=connected["append"],
+        objective=objective,
+    )
+    if cfg.trainer.verbose:  # before the epoch's log line, so the bar ends its line first
+        callbacks.append(StepProgbar())
+    callbacks.append(EpochLog())
+    for callback in callbacks:
+        if hasattr(callback, "use_callbacks"):
+            callback.use_callbacks(callbacks)
+    return callbacks

@@ -1,0 +1,122 @@
+"""The `model` node: a `TapeModel` subclass (or a function returning one) named by `_target_`,
+tapefit's own in `conf/model/*.yaml` or yours, checked against its signature before anything
+runs and built with what the data decide (`model_arguments()`: image shape, classes,
+vocabulary) for the arguments the config leaves out. Also what follows from the model's
+class before it exists: the run's default objective."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import keras
+from omegaconf import DictConfig, OmegaConf
+
+from tapefit.config.targets import (
+    accepted_arguments,
+    checked_target,
+    has_target,
+    instantiate,
+    locate,
+    required_arguments,
+)
+from tapefit.errors import TapefitError
+from tapefit.protocols import hook
+from tapefit.step.tape_model import TapeModel
+from tapefit.training.compiling import metric_name, model_compile_defaults
+from tapefit.training.objective import Objective
+
+NOT_A_TAPE_MODEL = (
+    "subclass tapefit.TapeModel instead of keras.Model (or wrap a functional network: "
+    "tapefit.TapeModel(inputs, outputs))"
+)
+
+
+def model_class(cfg: Any) -> Any:
+    """The class or function `cfg.model._target_` names (imported, not called)."""
+    if not has_target(cfg.model):
+        raise TapefitError(
+            "model needs _target_: the TapeModel class to build, e.g. model=classifier, or "
+            "model._target_=my_project.models.Net (a renamed model.name: choose model=NAME)"
+        )
+    return locate(cfg.model._target_, "model._target_")
+
+
+def check_model(cfg: Any) -> Any:
+    """Refuse a `model` node that cannot build, before anything is built: not a TapeModel
+    class, an argument it does not take, a wrong type, a value its `check_options` refuses.
+    Arguments the data will supply are not required yet.
+
+    Returns:
+        The class (or function) the node names.
+    """
+    target = model_class(cfg)
+    if inspect.isclass(target) and not issubclass(target, TapeModel):
+        raise TapefitError(
+            f"model._target_={cfg.model._target_} is not a tapefit.TapeModel subclass: "
+            + NOT_A_TAPE_MODEL
+        )
+    return checked_target(cfg.model, "model", supplied=required_arguments(target))
+
+
+def build_model_from_config(cfg: Any, data: Any) -> keras.Model:
+    """The configured model, given the data's `model_arguments()` its signature takes and the
+    config does not set."""
+    target = model_class(cfg)
+    offered = hook(data, "model_arguments")
+    accepted = set(accepted_arguments(target)[0])
+    supplied = {
+        name: value
+        for name, value in (offered() if offered else {}).items()
+        if name in accepted and name not in cfg.model
+    }
+    missing = [
+        name
+        for name in required_arguments(target)
+        if name not in cfg.model and name not in supplied
+    ]
+    if missing and offered is not None:
+        loader = cfg.data.get("_target_", "the data")
+        raise TapefitError(
+            f"model: {getattr(target, '__qualname__', target)} needs {', '.join(missing)}, "
+            f"which data={loader} does not supply: choose data that does, or set "
+            + ", ".join(f"model.{name}=..." for name in missing)
+        )
+    model = instantiate(cfg.model, "model", **supplied)
+    if not isinstance(model, TapeModel):
+        raise TapefitError(
+            f"model._target_={cfg.model._target_} built a {type(model).__name__}, not a "
+            f"tapefit.TapeModel: {NOT_A_TAPE_MODEL}"
+        )
+    return model
+
+
+def default_objective(cfg: Any) -> str:
+    """The validation metric a run selects on when `objective` is null: the model class's
+    `default_objective(data config)` if it has one, else `val_loss`."""
+    chooser = hook(model_class(cfg), "default_objective")
+    if chooser is None:
+        return "val_loss"
+    data = cfg.data
+    plain = OmegaConf.to_container(data, resolve=True) if isinstance(data, DictConfig) else data
+    return str(chooser(plain))
+
+
+def objective_of(cfg: Any) -> Objective:
+    """The run's objective: `cfg.objective`, or the model's default validation metric, with
+    its direction and mode (one line refuses a direction `auto` cannot know)."""
+    return Objective.from_config(cfg, default_objective(cfg))
+
+
+def tracker_names(model: keras.Model) -> list[str]:
+    """Names of the metrics `model` reports itself: its loss tracker and its own trackers."""
+    compiled = getattr(model, "_compile_metrics", None)
+    return [m.name for m in model.metrics if m is not compiled and m.name != "compile_metrics"]
+
+
+def logged_metrics(cfg: Any, model: keras.Model) -> list[str]:
+    """What the step logs for training (and, with `val_`, validation): the model's trackers,
+    its own compile metrics and the configured ones."""
+    own = model_compile_defaults(model).get("metrics", [])
+    configured = [metric_name(m) for m in [*own, *cfg.compile.metrics]]
+    return list(dict.fromkeys([*tracker_names(model), *configured]))

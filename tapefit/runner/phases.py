@@ -1,0 +1,78 @@
+"""The phases a run (and a sweep's trial, and a benchmark) is made of, each a function of the
+config: `prepare` the process, `build_data`, shard it across workers, `build_model`."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tapefit.runner.data_node import load_data
+from tapefit.runner.model_node import build_model_from_config
+from tapefit.runner.validation import check_logged_names
+from tapefit.training.building import build_before_training, build_step_variables
+from tapefit.training.compiling import compile_model
+from tapefit.training.outputs import check_saveable
+from tapefit.training.runtime import (
+    make_strategy,
+    seed_everything,
+    set_precision,
+    shard_options,
+    worker_position,
+)
+
+log = logging.getLogger("tapefit")
+
+
+def prepare(cfg: Any) -> tf.distribute.Strategy:
+    """Reset Keras' global state, seed everything, set the dtype policy; return the strategy.
+
+    Run it before every model that is built in the same process (sweeps, tuner trials):
+    `clear_session` resets the dtype policy and the seed, so both are set after it.
+    """
+    keras.backend.clear_session()
+    seed_everything(cfg.seed, cfg.trainer.deterministic)
+    set_precision(cfg.trainer.precision)
+    return make_strategy(cfg.trainer.strategy, cfg.trainer.devices)
+
+
+def build_data(cfg: Any) -> Any:
+    """The run's data object: what the loader `cfg.data._target_` returns, as pipelines."""
+    return load_data(cfg)
+
+
+def sharded(data: Any, policy: str, strategy: tf.distribute.Strategy) -> Any:
+    """`data` whose splits are divided among the workers by `policy` (trainer.shard_policy).
+    `file`: this worker's training stream reads only its own files (no further split), and
+    the held-out splits are split by element."""
+    options = {name: shard_options(policy) for name in ("train", "val", "test")}
+    if policy == "file":
+        workers, index = worker_position(strategy)
+        data = data.sharded_by_file(workers, index)
+        log.info("this worker reads %d training files: %s", len(data.train_files), data.train_files)
+        options = {"train": shard_options("off"), "val": shard_options("data")}
+        options["test"] = options["val"]
+    return dataclasses.replace(
+        data,
+        **{
+            name: None if getattr(data, name) is None else getattr(data, name).with_options(option)
+            for name, option in options.items()
+        },
+    )
+
+
+def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.Model:
+    """Build the configured TapeModel and compile it, inside `strategy`'s scope; it is built
+    from the data's element spec and checked before training."""
+    with strategy.scope():
+        model = build_model_from_config(cfg, data)
+        compile_model(model, cfg)
+        build_before_training(model, data.train, f"model._target_={cfg.model._target_}")
+        build_step_variables(model, data.train)
+    if cfg.trainer.save_model:
+        check_saveable(model)  # refused now, not after training
+    check_logged_names(cfg, model, data)
+    return model

@@ -1,0 +1,156 @@
+"""`Run`: one training run of a composed config, wired once from its parts.
+
+Run(cfg, run_dir).execute()
+  record   RunRecord            claim the directory, status.json, HParams session
+  signals  interruptible        SIGINT/SIGTERM/SIGUSR1 stop after a step, with a checkpoint
+  phases   prepare → build_data → build_model         (tapefit.runner.phases)
+  resume   CheckpointConnector  restore, checkpointer, restoring callbacks
+  order    assemble_callbacks   every callback in its place
+  fit      Fitting              model.fit over the epochs left (a partial epoch first)
+  finish   select the best epoch (Objective) → test → outputs   (tapefit.runner.finish)
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tapefit.errors import TapefitError
+from tapefit.runner import phases
+from tapefit.runner.callback_order import assemble_callbacks
+from tapefit.runner.checkpoint_connector import CheckpointConnector, Resumption
+from tapefit.runner.finish import finalize
+from tapefit.runner.model_node import objective_of
+from tapefit.runner.run_record import RunRecord
+from tapefit.runner.validation import check_config
+from tapefit.training.building import check_epoch_lengths
+from tapefit.training.callback_state import apply as apply_callback_states
+from tapefit.training.fitting import Fitting, Segment, replay_shuffles
+from tapefit.training.lifecycle import StopOnSignal, interruptible, scratch_run_dir
+from tapefit.training.resume import history_lists
+from tapefit.training.runtime import released_custom_gradients, writes_run_dir
+from tapefit.training.selection import selector, use_selected_weights
+
+
+class Run:
+    """Train and evaluate the configured experiment in `run_dir`.
+
+    Args:
+        cfg: The composed config (`tapefit.compose`).
+        run_dir: The run directory; created, claimed and written by this run.
+        callbacks: Keras callbacks added to the configured ones.
+        load_data: Replaces the `data` loader (a sweep reuses loaded data).
+        warm_start: A saved model and the epochs it trained, to continue from (Hyperband).
+        hparams_session: Make `tensorboard/` an HParams session of the config's values.
+
+    Example:
+        >>> results = Run(tapefit.compose(["trainer.epochs=1"]), "outputs/one").execute()
+        ... # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        cfg: Any,
+        run_dir: str | Path,
+        callbacks: list[keras.callbacks.Callback] | None = None,
+        *,
+        load_data: Any = None,
+        warm_start: tuple[Path, int] | None = None,
+        hparams_session: bool = True,
+    ) -> None:
+        self.cfg, self.run_dir = cfg, Path(run_dir)
+        self.callbacks = list(callbacks or [])
+        self.load_data = load_data or phases.build_data
+        self.warm_start = warm_start
+        self.hparams_session = hparams_session
+        self.stopper = StopOnSignal()
+
+    def execute(self) -> dict[str, Any]:
+        """Run it; return the final metrics (see `tapefit.run`). Under multi-worker training
+        only the chief writes `run_dir`; the others use a scratch directory, then remove it."""
+        if writes_run_dir(self.cfg.trainer.strategy):
+            return self._recorded()
+        with scratch_run_dir(self.run_dir, self.cfg.resume) as scratch:
+            self.run_dir, self.hparams_session = scratch, False
+            return self._recorded()
+
+    def _recorded(self) -> dict[str, Any]:
+        with RunRecord(self.cfg, self.run_dir, self.hparams_session) as record:
+            with interruptible(self.stopper), released_custom_gradients():
+                results = self._train(record)
+            CheckpointConnector(self.cfg, self.run_dir).discard()
+            record.completed(results)
+        return results
+
+    def _train(self, record: RunRecord) -> dict[str, Any]:
+        started = time.perf_counter()
+        check_config(self.cfg)
+        strategy = phases.prepare(self.cfg)
+        record.start_session()
+        data = self.load_data(self.cfg)
+        if self.cfg.trainer.strategy == "multi_worker":
+            data = phases.sharded(data, self.cfg.trainer.shard_policy, strategy)
+        try:
+            return self._fit_and_finish(data, strategy, started)
+        except tf.errors.OpError as error:
+            diagnose = getattr(data, "diagnose", None)  # the data's own one-line account
+            explained = diagnose(error) if diagnose is not None else None
+            if not isinstance(explained, TapefitError):
+                raise
+        raise explained
+
+    def _fit_and_finish(self, data: Any, strategy: tf.distribute.Strategy, started: float) -> dict:
+        cfg = self.cfg
+        check_epoch_lengths(data, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)
+        model = phases.build_model(cfg, data, strategy)
+        checkpoints = CheckpointConnector(cfg, self.run_dir)
+        state = checkpoints.restore(model, strategy, self.warm_start)
+        objective = objective_of(cfg)
+        chosen = selector(cfg, objective)
+        kept = [chosen] if chosen is not None else []  # before the checkpointer: it saves them
+        if kept and state.callback_states[0]:  # its state now, even if no epoch is left
+            apply_callback_states(kept, *state.callback_states)
+        checkpointer = checkpoints.checkpointer(state)
+        if cfg.trainer.checkpoint_on_signal and cfg.trainer.checkpoints:
+            self.stopper.checkpoint = checkpointer  # a signal writes a checkpoint first
+        before_writers = [
+            *checkpoints.restoring_callbacks(state),
+            *kept,
+            checkpointer,
+            self.stopper,
+            *self.callbacks,
+        ]
+        connected = {
+            "before_writers": before_writers,
+            "append": bool(state.epochs),
+            "objective": objective,
+        }
+        fitting = Fitting(
+            cfg, model, data, assemble_callbacks(cfg, model, data, self.run_dir, connected)
+        )
+        self._fit(fitting, state)
+        timings = {"started": started, "train_time_s": time.perf_counter() - started}
+        with strategy.scope():
+            first = self.warm_start[1] if self.warm_start else 0
+            tested = use_selected_weights(model, chosen, first)
+        history = history_lists(checkpointer.history)
+        return finalize(cfg, model, data, history, self.run_dir, timings, tested)
+
+    def _fit(self, fitting: Fitting, state: Resumption) -> None:
+        """The epochs left: the rest of an interrupted epoch on its own (the same shuffle,
+        its first `steps_in` batches skipped), then the others; the callbacks see one fit."""
+        epochs, model, train = self.cfg.trainer.epochs, fitting.model, fitting.data.train
+        unknown_length = bool(train.cardinality() == tf.data.UNKNOWN_CARDINALITY)
+        done = state.done
+        if done < epochs:
+            replay_shuffles(train, done, self.cfg.trainer.steps_per_epoch, unknown_length)
+        if state.steps_in and done < epochs:
+            fitting.run(Segment(done, done + 1, skip_steps=state.steps_in), unknown_length)
+            done += 1
+        if done < epochs and not model.stop_training:
+            fitting.run(Segment(done, epochs), unknown_length)
+        fitting.end()
