@@ -77,3 +77,12 @@ def test_every_option_is_a_commented_target_with_every_argument(path):
         assert same or "default" in lines[name], (
             f"{path.name}: {name}={value} differs from the signature's {default!r} without saying"
         )
+
+
+def test_every_callback_is_a_commented_target_node():
+    path = config_dir() / "callbacks" / "default.yaml"
+    node = yaml.safe_load(path.read_text())
+    callbacks = {name: value for name, value in node.items() if name not in ("defaults", "extra")}
+    assert callbacks and all("_target_" in value for value in callbacks.values())
+    keys = commented_keys(path)
+    assert [key for key, commented in keys.items() if not commented and key != "defaults"] == []

@@ -155,3 +155,39 @@ def test_released_custom_gradients_frees_a_plain_keras_models_graphs():
         model.fit(x, y, epochs=1, verbose=0)
     del model
     assert live_graphs() == before
+
+
+STOPPING = '''
+import keras
+
+
+class LoudStopping(keras.callbacks.EarlyStopping):
+    """EarlyStopping that counts the epochs it watched."""
+
+    watched = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        LoudStopping.watched += 1
+        super().on_epoch_end(epoch, logs)
+'''
+
+
+def test_a_configured_callback_takes_a_users_class_by_target(compose, tmp_path, monkeypatch):
+    from tapefit import TapefitError
+
+    (tmp_path / "my_callbacks.py").write_text(STOPPING)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    common = ["model.architecture=mlp", "trainer.verbose=0", "data.train_limit=128"]
+    switched = ["callbacks.early_stopping.enabled=true", "trainer.epochs=2"]
+    cfg = compose(
+        [*common, *switched, "callbacks.early_stopping._target_=my_callbacks.LoudStopping"]
+    )
+    run(cfg, tmp_path / "run")
+    import my_callbacks
+
+    assert my_callbacks.LoudStopping.watched == 2
+    cfg = compose(
+        [*common, *switched, "callbacks.early_stopping._target_=keras.callbacks.CSVLogger"]
+    )
+    with pytest.raises(TapefitError, match=r"callbacks.early_stopping.monitor: CSVLogger takes no"):
+        run(cfg, tmp_path / "bad")

@@ -137,6 +137,7 @@ class TrainerConfig:
 class TensorBoardConfig:
     """Keras' TensorBoard callback, writing to `<run dir>/tensorboard`."""
 
+    _target_: str = "tapefit.training.tensorboard.StepTensorBoard"
     enabled: bool = True
     update_freq: UpdateFreq = UpdateFreq.epoch
     histogram_freq: int = 0
@@ -148,6 +149,7 @@ class TensorBoardConfig:
 class EarlyStoppingConfig:
     """Keras' EarlyStopping."""
 
+    _target_: str = "keras.callbacks.EarlyStopping"
     enabled: bool = False
     monitor: str = "val_loss"
     mode: MonitorMode = MonitorMode.auto
@@ -158,8 +160,9 @@ class EarlyStoppingConfig:
 
 @dataclass
 class ModelCheckpointConfig:
-    """Keras' ModelCheckpoint; `filename` is relative to the run directory."""
+    """Keras' ModelCheckpoint; `filename` (its `filepath`) is relative to the run directory."""
 
+    _target_: str = "keras.callbacks.ModelCheckpoint"
     enabled: bool = False
     monitor: str = "val_loss"
     mode: MonitorMode = MonitorMode.auto
@@ -171,6 +174,7 @@ class ModelCheckpointConfig:
 class ReduceLROnPlateauConfig:
     """Keras' ReduceLROnPlateau."""
 
+    _target_: str = "keras.callbacks.ReduceLROnPlateau"
     enabled: bool = False
     monitor: str = "val_loss"
     mode: MonitorMode = MonitorMode.auto
@@ -184,6 +188,7 @@ class ReduceLROnPlateauConfig:
 class CSVLoggerConfig:
     """Keras' CSVLogger; `filename` is relative to the run directory."""
 
+    _target_: str = "keras.callbacks.CSVLogger"
     enabled: bool = True
     filename: str = "history.csv"
 
@@ -193,6 +198,7 @@ class StepTelemetryConfig:
     """tapefit's StepTelemetry: gradient norm, learning rate, loss scale and skipped steps every
     N optimizer steps, to TensorBoard (`tensorboard/train`, tags `step/...`) and `steps.csv`."""
 
+    _target_: str = "tapefit.step.monitor.StepTelemetry"
     enabled: bool = True
     every_n_steps: int = 10
     histograms: bool = False  # also every gradient as a TensorBoard histogram

@@ -60,7 +60,7 @@ def _default_type(default: Any) -> Any:
     if isinstance(default, bool):
         return bool
     if isinstance(default, int | float):
-        return float if isinstance(default, float) else int
+        return float  # a default of 0 says "a number" more often than "an integer"
     if isinstance(default, str):
         return str
     return Any

@@ -17,7 +17,13 @@ from tapefit.errors import TapefitError
 from tapefit.protocols import hook
 from tapefit.runner.data_node import check_data
 from tapefit.runner.model_node import check_model, default_objective, logged_metrics, objective_of
-from tapefit.training.callbacks import MONITORING
+from tapefit.training.callbacks import (
+    ACTING,
+    MONITORING,
+    SUPPLIED,
+    WRITERS,
+    callback_arguments,
+)
 from tapefit.training.objective import Objective, check_objective
 from tapefit.training.optimizers import check_optimizer_node
 from tapefit.training.runtime import cluster_source, device_names
@@ -188,6 +194,12 @@ def check_config(cfg: Any) -> None:
         )
     for key in ("csv_logger", "model_checkpoint"):
         inside_run_dir(cfg.callbacks[key].filename, f"callbacks.{key}.filename")
+    for name in (*ACTING, *WRITERS):
+        node = cfg.callbacks[name]
+        if node.enabled:
+            arguments = callback_arguments(node, None, {})
+            node_arguments = {"_target_": node._target_, **arguments}
+            checked_target(node_arguments, f"callbacks.{name}", supplied=SUPPLIED)
     for name, node in cfg.callbacks.extra.items():
         if not has_target(node):
             raise TapefitError(

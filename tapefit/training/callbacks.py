@@ -7,19 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import keras
+from omegaconf import OmegaConf
 
 from tapefit.config.schemas import MonitorMode
-from tapefit.config.targets import instantiate
-from tapefit.step.monitor import StepTelemetry
+from tapefit.config.targets import accepted_arguments, instantiate, locate
 from tapefit.training.direction import resolve_direction
 from tapefit.training.objective import Objective
-from tapefit.training.tensorboard import StepTensorBoard
 
 log = logging.getLogger("tapefit")
 
 MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
-# Words in a metric's name that make higher better (sparse_categorical_accuracy, f1_score,
-# mean_io_u, r2_score, val_spearman); Keras' mode="auto" guesses "min" for names it does not know.
 
 
 class StepProgbar(keras.callbacks.ProgbarLogger):
@@ -70,6 +67,60 @@ def monitor_mode(monitor: str, mode: str, key: str, objective: Objective | None)
     return resolve_direction(monitor, mode, key)
 
 
+# The configured callbacks by role: those that change the logs or the run come first, those
+# that write the logs last (after the checkpointer, which must see an epoch before them).
+ACTING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
+WRITERS = ("tensorboard", "step_telemetry", "csv_logger")
+OWNED_KEYS = ("enabled", "histograms")  # tapefit's switches, not constructor arguments
+RENAMED = {"filename": {"keras.callbacks.ModelCheckpoint": "filepath"}}
+PATH_ARGUMENTS = ("filename", "filepath")  # relative to the run directory
+SUPPLIED = ("log_dir", "csv_path", "append", "save_weights_only")  # tapefit passes these
+
+
+def callback_arguments(node: Any, run_dir: Path | None, supplied: dict[str, Any]) -> dict:
+    """The constructor arguments of a configured callback: its keys without tapefit's own,
+    `filename` under the name its class takes, paths inside `run_dir` (when given), and the
+    `supplied` values its signature takes and the config does not set (`log_dir`, ...)."""
+    plain = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+    target = plain.pop("_target_")
+    arguments = {}
+    for key, value in plain.items():
+        if key in OWNED_KEYS:
+            continue
+        name = RENAMED.get(key, {}).get(target, key)
+        if name in PATH_ARGUMENTS and run_dir is not None:
+            value = str(run_dir / value)
+        arguments[name] = value
+    accepted, takes_any = accepted_arguments(locate(target, "_target_"))
+    for name, value in supplied.items():
+        if name not in arguments and (name in accepted or takes_any):
+            arguments[name] = value
+    return arguments
+
+
+def build_callback(
+    name: str, node: Any, run_dir: Path, objective: Objective | None, append: bool
+) -> keras.callbacks.Callback:
+    """The callback `callbacks.<name>` configures: its `_target_` (a Keras class, tapefit's,
+    or yours) with its keys; a `mode: auto` next to a `monitor` becomes the direction tapefit
+    knows (the objective's, or the metric's), files land in the run directory."""
+    supplied: dict[str, Any] = {
+        "log_dir": str(run_dir / "tensorboard"),
+        "csv_path": run_dir / "steps.csv",
+        "append": append,
+    }
+    arguments = callback_arguments(node, run_dir, supplied)
+    if "filepath" in arguments:
+        Path(arguments["filepath"]).parent.mkdir(parents=True, exist_ok=True)
+        arguments.setdefault("save_weights_only", arguments["filepath"].endswith(".weights.h5"))
+    if "monitor" in arguments and "mode" in arguments:
+        arguments["mode"] = monitor_mode(
+            arguments["monitor"], arguments["mode"], f"callbacks.{name}.mode", objective
+        )
+    config = OmegaConf.create({"_target_": node._target_, **arguments})
+    return instantiate(config, f"callbacks.{name}")
+
+
 def build_callbacks(
     cfg: Any,
     run_dir: Path,
@@ -78,83 +129,19 @@ def build_callbacks(
     objective: Objective | None = None,
 ) -> list[keras.callbacks.Callback]:
     """The enabled callbacks of `cfg` (the `callbacks` group), with files under `run_dir`:
-    those that change the logs or the run (early stopping, learning-rate plateau, checkpoints)
-    first, then `extra` (callbacks named by `_target_`), then `before_writers`, then those that
-    write the logs (TensorBoard, telemetry, CSV; the CSV is appended to when `append`).
-    `objective` gives the `auto` mode of a callback watching it.
-    Monitored names are checked before training (`validation.check_config`): Keras would only
-    warn and never act."""
-    callbacks: list[keras.callbacks.Callback] = []
-    writers: list[keras.callbacks.Callback] = []
-    if cfg.tensorboard.enabled:
-        writers.append(
-            StepTensorBoard(
-                log_dir=str(run_dir / "tensorboard"),
-                update_freq=cfg.tensorboard.update_freq.value,
-                histogram_freq=cfg.tensorboard.histogram_freq,
-                write_graph=cfg.tensorboard.write_graph,
-                profile_batch=cfg.tensorboard.profile_batch,
-            )
-        )
-    if cfg.early_stopping.enabled:
-        stop = cfg.early_stopping
-        callbacks.append(
-            keras.callbacks.EarlyStopping(
-                monitor=stop.monitor,
-                mode=monitor_mode(
-                    stop.monitor, stop.mode, "callbacks.early_stopping.mode", objective
-                ),
-                patience=stop.patience,
-                min_delta=stop.min_delta,
-                restore_best_weights=stop.restore_best_weights,
-            )
-        )
-    if cfg.model_checkpoint.enabled:
-        checkpoint = cfg.model_checkpoint
-        path = run_dir / checkpoint.filename
-        path.parent.mkdir(parents=True, exist_ok=True)
-        callbacks.append(
-            keras.callbacks.ModelCheckpoint(
-                filepath=str(path),
-                monitor=checkpoint.monitor,
-                mode=monitor_mode(
-                    checkpoint.monitor,
-                    checkpoint.mode,
-                    "callbacks.model_checkpoint.mode",
-                    objective,
-                ),
-                save_best_only=checkpoint.save_best_only,
-                save_weights_only=str(path).endswith(".weights.h5"),
-            )
-        )
-    if cfg.reduce_lr_on_plateau.enabled:
-        plateau = cfg.reduce_lr_on_plateau
-        callbacks.append(
-            keras.callbacks.ReduceLROnPlateau(
-                monitor=plateau.monitor,
-                mode=monitor_mode(
-                    plateau.monitor,
-                    plateau.mode,
-                    "callbacks.reduce_lr_on_plateau.mode",
-                    objective,
-                ),
-                factor=plateau.factor,
-                patience=plateau.patience,
-                min_delta=plateau.min_delta,
-                min_lr=plateau.min_lr,
-            )
-        )
-    callbacks += [instantiate(node, f"callbacks.extra.{name}") for name, node in cfg.extra.items()]
-    callbacks += list(before_writers or [])
-    if cfg.step_telemetry.enabled:
-        writers.append(
-            StepTelemetry(
-                run_dir / "tensorboard",
-                every_n_steps=cfg.step_telemetry.every_n_steps,
-                csv_path=run_dir / "steps.csv",
-            )
-        )
-    if cfg.csv_logger.enabled:
-        path = str(run_dir / cfg.csv_logger.filename)
-        writers.append(keras.callbacks.CSVLogger(path, append=append))
-    return callbacks + writers
+    those that change the logs or the run (early stopping, checkpoints, learning-rate
+    plateau) first, then `extra` (more callbacks named by `_target_`), then
+    `before_writers`, then those that write the logs (TensorBoard, telemetry, CSV; the CSV
+    is appended to when `append`). `objective` gives the `auto` mode of a callback watching
+    it. Monitored names are checked before training (`validation.check_logged_names`):
+    Keras would only warn and never act."""
+
+    def built(names: tuple[str, ...]) -> list[keras.callbacks.Callback]:
+        return [
+            build_callback(name, cfg[name], run_dir, objective, append)
+            for name in names
+            if cfg[name].enabled
+        ]
+
+    extra = [instantiate(node, f"callbacks.extra.{name}") for name, node in cfg.extra.items()]
+    return [*built(ACTING), *extra, *(before_writers or []), *built(WRITERS)]
