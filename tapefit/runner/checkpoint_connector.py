@@ -18,7 +18,7 @@ from tapefit.training.checkpoints import (
     build_optimizers,
     restore_latest,
 )
-from tapefit.training.lifecycle import CHECKPOINTS
+from tapefit.training.lifecycle import RESUME_DIR
 from tapefit.training.resume import (
     check_same_config,
     config_snapshot,
@@ -46,7 +46,7 @@ class CheckpointConnector:
 
     def __init__(self, cfg: Any, run_dir: Path) -> None:
         self.cfg, self.run_dir = cfg, run_dir
-        self.folder = run_dir / CHECKPOINTS
+        self.folder = run_dir / RESUME_DIR
 
     def restore(
         self,

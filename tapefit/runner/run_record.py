@@ -30,7 +30,11 @@ class RunRecord:
             self.session = RunSession(run_dir / "tensorboard", config_hyperparameters(cfg))
 
     def __enter__(self) -> RunRecord:
-        claim(self.run_dir, resume=self.cfg.resume)
+        callbacks = self.cfg.callbacks
+        named = tuple(  # the top of each configured file's path inside the run directory
+            Path(callbacks[key].filename).parts[0] for key in ("csv_logger", "model_checkpoint")
+        )
+        claim(self.run_dir, resume=self.cfg.resume, named=named)
         log.info("run directory: %s", self.run_dir.resolve())
         return self
 

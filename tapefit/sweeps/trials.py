@@ -40,8 +40,8 @@ from tapefit.sweeps.records import (
 from tapefit.sweeps.search_space import apply_values, corner_values, declare, override_text
 from tapefit.training.checkpoints import EpochCheckpoint
 from tapefit.training.lifecycle import (
-    CHECKPOINTS,
     METRICS_FILE,
+    RESUME_DIR,
     RunInterrupted,
     alive,
     read_status,
@@ -224,7 +224,7 @@ class TrialRuns:
             and _same(recorded.get("values"), values)
         ):
             return recorded  # finished and recorded, but not yet told to the engine
-        cfg.resume = (run_dir / CHECKPOINTS).is_dir()  # a trial the search was killed in
+        cfg.resume = (run_dir / RESUME_DIR).is_dir()  # a trial the search was killed in
         record = {"trial_id": trial_id, "execution": execution, "values": values}
         record["tuner"] = self.worker
         started, clock = time.perf_counter(), EpochClock()

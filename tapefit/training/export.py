@@ -19,7 +19,7 @@ from typing import Any
 import keras
 
 from tapefit.errors import TapefitError
-from tapefit.training.lifecycle import CHECKPOINTS
+from tapefit.training.lifecycle import RESUME_DIR
 
 log = logging.getLogger("tapefit")
 EXPORT_DIR = "export"  # beside model.keras in the run directory
@@ -109,9 +109,9 @@ def _failure_message(model: keras.Model, path: Path, error: Exception) -> str:
             f"Keras' model.export traces {type(model).__name__}.call in a tf.function on the "
             "inputs of its first call, so call() must run there and the step must call the model"
         )
-    if any((path.parent / CHECKPOINTS).glob("*.json")):
+    if any((path.parent / RESUME_DIR).glob("*.json")):
         after = (
-            f"the trained weights stay in {CHECKPOINTS}/: once fixed, run the same command with "
+            f"the trained weights stay in {RESUME_DIR}/: once fixed, run the same command with "
             "resume=true, or finish without the export: trainer.export=false resume=true "
             "force_resume=true"
         )

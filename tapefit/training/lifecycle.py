@@ -24,20 +24,20 @@ from tapefit.files import read_json, write_json
 
 STATUS_FILE = "status.json"
 METRICS_FILE = "metrics.json"  # written last: only a completed run has it
-CHECKPOINTS = "resume"  # epoch checkpoints for resume=true (not callbacks.model_checkpoint)
-# What a fresh run may remove from a directory whose earlier run failed or was interrupted.
+RESUME_DIR = "resume"  # epoch checkpoints for resume=true (not callbacks.model_checkpoint)
+# What a fresh run removes from a directory whose earlier run failed or was interrupted: the
+# files every run writes, the pictures and JSON a model's report writes, and (from the config)
+# the callbacks' own files (`claim(..., named=...)`).
 STALE = (
     "history.json",
-    "history.csv",
     "steps.csv",
-    "curves.png",
-    "similarity.png",
     "tensorboard",
     METRICS_FILE,
     "model.keras",
     "export",
-    "checkpoints",
+    "classes.json",
 )
+STALE_PATTERNS = ("*.png",)
 
 
 class RunInterrupted(Exception):  # noqa: N818 - a stop, not an error
@@ -113,9 +113,10 @@ def check_writable(run_dir: Path) -> None:
         ) from None
 
 
-def claim(run_dir: Path, resume: bool) -> None:
+def claim(run_dir: Path, resume: bool, named: tuple[str, ...] = ()) -> None:
     """Check `run_dir`, refuse it if another run owns it or finished in it, clear what a failed
-    run left, and mark it running."""
+    run left (`STALE`, `STALE_PATTERNS` and the configured file names `named`), and mark it
+    running."""
     check_writable(run_dir)
     previous = read_status(run_dir)
     state = (previous or {}).get("state")
@@ -129,7 +130,7 @@ def claim(run_dir: Path, resume: bool) -> None:
             f"run directory {run_dir} already holds a completed run: choose another "
             "hydra.run.dir (or delete that directory)"
         )
-    checkpoints = run_dir / CHECKPOINTS
+    checkpoints = run_dir / RESUME_DIR
     has_checkpoints = checkpoints.is_dir() and any(checkpoints.glob("*.json"))
     if not resume and has_checkpoints:
         described = "killed" if state == "running" else state or "stopped"
@@ -138,7 +139,8 @@ def claim(run_dir: Path, resume: bool) -> None:
             "resume=true to continue it, or choose another hydra.run.dir"
         )
     if not resume and previous is not None:
-        for name in (*STALE, CHECKPOINTS):
+        patterns = [path.name for pattern in STALE_PATTERNS for path in run_dir.glob(pattern)]
+        for name in (*STALE, *named, *patterns, RESUME_DIR):
             path = run_dir / name
             if path.is_dir():
                 shutil.rmtree(path)
@@ -213,8 +215,8 @@ def scratch_run_dir(run_dir: Path, resume: bool) -> Iterator[Path]:
     restores the same step (across machines, `run_dir` must be on a shared file system)."""
     scratch = Path(tempfile.mkdtemp(prefix="tapefit-worker-"))
     try:
-        if resume and (run_dir / CHECKPOINTS).is_dir():
-            shutil.copytree(run_dir / CHECKPOINTS, scratch / CHECKPOINTS)
+        if resume and (run_dir / RESUME_DIR).is_dir():
+            shutil.copytree(run_dir / RESUME_DIR, scratch / RESUME_DIR)
         yield scratch
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -38,6 +38,13 @@ def check_same_config(
     saved: dict[str, Any], cfg: Any, force: bool, may_differ: tuple[str, ...] = MAY_DIFFER
 ) -> None:
     """Refuse a resume whose config differs from the checkpointed run's (unless `force`)."""
+    if "model.name" in saved and "model._target_" not in saved and not force:
+        raise TapefitError(
+            "resume refused: this run directory was checkpointed by a tapefit from before "
+            f"models, data and optimizers were _target_ configs (model.name={saved['model.name']}"
+            "); the same model=/data= options build the same model, so add force_resume=true "
+            "to resume it (its checkpointed config is then not compared)"
+        )
     current = config_snapshot(cfg)
     differing = sorted(
         key

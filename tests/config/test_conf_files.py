@@ -85,5 +85,7 @@ def test_every_callback_is_a_commented_target_node():
     callbacks = {name: value for name, value in node.items() if name not in ("defaults", "extra")}
     assert callbacks and all("_target_" in value for value in callbacks.values())
     keys = commented_keys(path)
-    uncommented = [k for k, commented in keys.items() if not commented and not k.startswith("defaults")]
+    uncommented = [
+        k for k, commented in keys.items() if not commented and not k.startswith("defaults")
+    ]
     assert uncommented == []

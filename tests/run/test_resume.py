@@ -143,6 +143,30 @@ def test_a_resume_with_another_config_is_refused_naming_the_keys(tmp_path):
     assert forced.returncode == 0, forced.stderr[-2000:]
 
 
+def test_a_run_checkpointed_before_target_configs_resumes_when_forced(uninterrupted, tmp_path):
+    """A run directory whose checkpoints record `model.name=classifier` (tapefit before every
+    model was a `_target_` config) is refused in one line saying how to resume it; forced,
+    it ends with the same weights as the uninterrupted run."""
+    assert drive(tmp_path, "epoch:2").returncode == -signal.SIGKILL
+    for marker in (tmp_path / "resume").glob("*.json"):
+        metadata = json.loads(marker.read_text())
+        config = metadata["config"]
+        for group, old in (("model", "classifier"), ("data", "digits"), ("optimizer", "adam")):
+            for key in [k for k in config if k.startswith(f"{group}.")]:
+                del config[key]
+            config[f"{group}.name"] = old
+        marker.write_text(json.dumps(metadata))
+    refused = drive(tmp_path, "none", "resume=true")
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("tapefit: error:")]
+    assert refused.returncode == 2 and len(errors) == 1
+    assert "from before models, data and optimizers were _target_ configs" in errors[0]
+    assert "add force_resume=true" in errors[0]
+    forced = drive(tmp_path, "none", "resume=true", "force_resume=true")
+    assert forced.returncode == 0, forced.stderr[-2000:]
+    for mine, theirs in zip(weights(tmp_path), weights(uninterrupted), strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+
+
 def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(tmp_path):
     assert drive(tmp_path, "step:25").returncode == -signal.SIGKILL
     checkpoints = sorted((tmp_path / "resume").glob("*.weights.h5"))
@@ -361,3 +385,22 @@ def test_a_failed_requeue_says_so_in_one_line_and_what_to_do(compose, monkeypatc
     assert off.resume is False
     resume_if_requeued(cfg)
     assert cfg.resume is True
+
+
+def test_a_fresh_run_clears_what_a_failed_run_left_even_under_configured_names(tmp_path):
+    """Nothing a failed run wrote survives into the next run in its directory: the fixed
+    outputs, a model report's pictures, and files the config renamed (a CSV under logs/)."""
+    from tapefit.files import write_json
+    from tapefit.training.lifecycle import claim
+
+    write_json(tmp_path / "status.json", {"state": "failed", "error": "diverged"})
+    left = ["history.json", "curves.png", "similarity.png", "classes.json", "logs/epochs.csv"]
+    for name in left:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("from the failed run")
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text("seed: 0\n")  # this job's own
+    claim(tmp_path, resume=False, named=("logs", "checkpoints"))
+    assert [name for name in left if (tmp_path / name).exists()] == []
+    assert (tmp_path / ".hydra" / "config.yaml").is_file()
+    assert json.loads((tmp_path / "status.json").read_text())["state"] == "running"

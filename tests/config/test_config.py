@@ -80,7 +80,7 @@ def test_bad_overrides_fail_at_compose_time(compose, override, message):
 
 
 def test_config_dir_is_the_repository_conf():
-    assert config_dir() == Path(__file__).resolve().parents[1] / "conf"
+    assert config_dir() == Path(__file__).resolve().parents[2] / "conf"
 
 
 def test_installed_package_uses_its_packaged_conf(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from tapefit import TapefitError
 from tapefit.runner.train import run
 from tests.helpers import run_cli
-from tests.test_data import write_mnist
+from tests.data.test_data import write_mnist
 
 QUICK = ["trainer.epochs=1", "trainer.verbose=0", "model.architecture=mlp"]
 SIAMESE = [

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tapefit.runner.train import run
-from tests.test_data import write_mnist
+from tests.data.test_data import write_mnist
 
 
 def test_mlp_reaches_high_accuracy_on_digits(compose, tmp_path):

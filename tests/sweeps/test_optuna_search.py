@@ -19,7 +19,7 @@ from tapefit.config.schemas import SpaceEntry
 from tapefit.runner.train import run
 from tapefit.sweeps.optuna_search import NEEDS_OPTUNA, search, suggest
 from tests.helpers import REPO, run_cli
-from tests.test_tuning import FAST, hparams_sessions, rows
+from tests.sweeps.test_tuning import FAST, hparams_sessions, rows
 
 optuna = pytest.importorskip("optuna", reason="tune=optuna needs the sweep extra (Optuna >= 4)")
 
