@@ -8,8 +8,8 @@ import pytest
 
 from tapefit import TapefitError
 from tapefit.runner.train import run
-from tests.helpers import run_cli
 from tests.data.test_data import write_mnist
+from tests.helpers import run_cli
 
 QUICK = ["trainer.epochs=1", "trainer.verbose=0", "model.architecture=mlp"]
 SIAMESE = [
