@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint format bench clean
+.PHONY: run test test-fast docs docs-config lint format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,15 @@ test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	KERAS_BACKEND=tensorflow $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# The docs site with live reload on 127.0.0.1:8000 (the suite builds it with --strict).
+docs: $(STAMP)
+	KERAS_BACKEND=tensorflow NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs serve
+
+# docs/reference/config.md again from conf/ and the schemas (the build regenerates it too;
+# tests/config/test_config_reference.py fails while the committed copy is stale).
+docs-config: $(STAMP)
+	$(BIN)/python -c "from tapefit.config.reference import render_markdown as r; open('docs/reference/config.md', 'w').write(r())"
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -36,4 +45,4 @@ bench: $(STAMP)
 	KERAS_BACKEND=tensorflow $(BIN)/python experiments/benchmark.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) outputs multirun .pytest_cache .ruff_cache
+	rm -rf $(VENV) outputs multirun site .pytest_cache .ruff_cache

@@ -1,8 +1,8 @@
 """A WGAN-GP on 2-D toy data, written as user code: two optimizers, n_critic critic steps per
 generator step, a gradient penalty from a nested tape, and still `fit`, TensorBoard, History and
 `.keras` saving. Run: `python experiments/wgan_gp.py [run_dir] [epochs]`, or through the CLI
-with `conf/experiment/wgan_gp.yaml` of a project that holds this file (README, "Your own
-model")."""
+with `conf/experiment/wgan_gp.yaml` of a project that holds this file
+(docs/how-to/several-optimizers.md)."""
 
 import sys
 from pathlib import Path

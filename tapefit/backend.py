@@ -33,7 +33,8 @@ def set_command_defaults() -> None:
     """The process-wide settings of `python -m tapefit` (never of `import tapefit`), each
     only where the environment does not already choose: TensorFlow's C++ log level, and its
     oneDNN kernels, which TensorFlow turns on by itself only on some Intel CPUs (on this
-    project's AVX2 test machine they made the tutorial CNN step 1.33x faster, README;
+    project's AVX2 test machine they made the tutorial CNN step 1.33x faster,
+    docs/explanation/benchmark.md;
     `TF_ENABLE_ONEDNN_OPTS=0` opts out). Both act only before TensorFlow is imported."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")

@@ -6,8 +6,8 @@ expect, for trying on one machine what runs across several:
 
 Every process runs in the same run directory, its output prefixed with its role. One process
 failing ends the others; so do SIGINT/SIGTERM (forwarded, so each stops after its current
-step) and `--timeout`. On several machines, set the same variables by hand (README, "GPUs and
-clusters" and "Sweeps").
+step) and `--timeout`. On several machines, set the same variables by hand
+(docs/how-to/distributed.md and docs/how-to/sweeps.md).
 """
 
 from __future__ import annotations

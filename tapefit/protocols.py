@@ -73,7 +73,7 @@ def hook(owner: Any, name: str) -> Callable[..., Any] | None:
     Returns:
         The bound callable, or None when `owner` does not offer it.
 
-    Example:
+    Examples:
         >>> hook(object(), "report") is None
         True
     """

@@ -15,8 +15,8 @@ from tapefit.runner.validation import check_config
 
 PACKAGE = Path(tapefit.__file__).resolve().parent
 
-# Lower layers never import higher ones (README, "Architecture"). Keys are module paths under
-# tapefit/; a module takes the layer of the longest key it starts with.
+# Lower layers never import higher ones (docs/explanation/architecture.md). Keys are module
+# paths under tapefit/; a module takes the layer of the longest key it starts with.
 LAYERS = [
     {
         "errors",
@@ -42,6 +42,7 @@ LAYERS = [
     },
     {"models", "data"},
     {"config.schemas", "config.targets", "config.typecheck"},
+    {"config.reference"},
     {
         "training.runtime",
         "training.tensorboard",
@@ -290,7 +291,7 @@ def test_importing_tapefit_changes_no_process_wide_setting():
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"KERAS_BACKEND": "tensorflow"}
 
 
-# The packages bottom to top (README, "Architecture"): each imports only those before it.
+# The packages bottom to top (docs/explanation/architecture.md): each imports only those before it.
 PACKAGE_ORDER = [
     ["errors", "choices", "backend", "keras_compat", "files", "protocols"],
     ["step"],

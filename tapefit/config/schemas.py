@@ -99,20 +99,23 @@ class OptimizerConfig:
 class TrainerConfig:
     """How `fit` runs: epochs, compilation, precision and distribution."""
 
-    epochs: int = 10
+    epochs: int = 10  # passes over the training data, at least 1
+    # optimizer steps per epoch; null: the whole training split (required for an endless stream)
     steps_per_epoch: int | None = None
-    validation_steps: int | None = None
-    steps_per_execution: int = 1
+    validation_steps: int | None = None  # batches per validation; null: the whole split
+    steps_per_execution: int = 1  # steps run inside one tf.function call (callbacks see every Nth)
     jit_compile: bool | None = None  # null: Keras' "auto" (XLA where supported, never on CPU)
-    run_eagerly: bool = False
+    run_eagerly: bool = False  # run the step eagerly (Python debugging; much slower)
     verbose: int = 1  # 0 silent, 1 progress bar, 2 one line per epoch
+    # Keras dtype policy: float32 | mixed_float16 (GPUs; loss scaling) | mixed_bfloat16
     precision: Precision = Precision.float32
+    # tf.distribute: default | one_device | mirrored | multi_worker | auto (mirrored over GPUs)
     strategy: Strategy = Strategy.default
     # Devices for one_device/mirrored/auto, e.g. [gpu:0, gpu:1] (default: every GPU, else CPU).
     devices: list[str] = field(default_factory=list)
     shard_policy: ShardPolicy = ShardPolicy.auto  # multi_worker: how the data is split
     deterministic: bool = False  # TF op determinism: reproducible, slower
-    save_model: bool = True
+    save_model: bool = True  # write model.keras (checked to load again before training)
     # The test metrics and model.keras come from the objective's best epoch (best) or the last.
     test_weights: TestWeights = TestWeights.best
     # Also write export/: a SavedModel for serving (Keras' model.export), loadable without tapefit.
@@ -127,8 +130,8 @@ class TrainerConfig:
     # The tape step's policies (TapeModel.compile): what a NaN/inf step does, what a variable
     # without a gradient does, which variables may have none (fnmatch patterns of their paths).
     on_nonfinite: OnNonFinite = OnNonFinite.stop
-    on_missing_gradients: OnMissingGradients = OnMissingGradients.error
-    allow_missing_gradients: list[str] = field(default_factory=list)
+    on_missing_gradients: OnMissingGradients = OnMissingGradients.error  # error | warn
+    allow_missing_gradients: list[str] = field(default_factory=list)  # e.g. ["*/embeddings"]
     # Average the gradients of k batches before each update (Keras optimizers' own support).
     gradient_accumulation_steps: int | None = None
 
@@ -225,8 +228,8 @@ class CompileConfig:
     a `_target_` model, the only source of a compiled loss), `metrics` are added to the
     family's. Each is a Keras name (`mse`, `mae`) or a node with `_target_`."""
 
-    loss: Any = None
-    metrics: list[Any] = field(default_factory=list)
+    loss: Any = None  # replaces the model's default loss: a Keras name or a _target_ node
+    metrics: list[Any] = field(default_factory=list)  # added to the model's default metrics
 
 
 class TuneAlgorithm(str, Enum):
@@ -265,13 +268,13 @@ class SpaceEntry:
     or a `bool`. `when: {other.key: [values]}` searches it only while that entry takes one of
     those values (keras-tuner's conditional scopes)."""
 
-    type: ParamType = ParamType.float
-    min: float | None = None
-    max: float | None = None
-    step: float | None = None
-    sampling: Sampling = Sampling.linear
-    values: list[Any] | None = None
-    when: dict[str, list[Any]] | None = None
+    type: ParamType = ParamType.float  # float | int | choice | bool
+    min: float | None = None  # float/int: the range's low end
+    max: float | None = None  # float/int: the range's high end
+    step: float | None = None  # float/int: the grid's spacing; null: continuous (float)
+    sampling: Sampling = Sampling.linear  # float/int: linear | log | reverse_log
+    values: list[Any] | None = None  # choice: the values to pick from
+    when: dict[str, list[Any]] | None = None  # search only while other keys take these values
 
 
 class Sampler(str, Enum):
@@ -305,15 +308,16 @@ class TuneConfig:
     """`tune=<algorithm>`: a keras-tuner search or an Optuna study whose trials are ordinary
     tapefit runs."""
 
+    # none | random | bayesian | hyperband | grid (keras-tuner) | optuna: set by tune=NAME
     algorithm: TuneAlgorithm = TuneAlgorithm.none
-    max_trials: int = 10
+    max_trials: int = 10  # trials to run (grid: at most the grid's size)
     executions_per_trial: int = 1  # averaged; execution k runs with seed + k
     overwrite: bool = False  # start the search afresh instead of continuing it
     seed: int | None = None  # the oracle's seed; null: the run's seed
     max_consecutive_failures: int = 3  # the search stops after this many failed trials in a row
     max_epochs: int | None = None  # hyperband: the longest trial's epochs; null: trainer.epochs
     factor: int = 3  # hyperband: the reduction factor between rounds
-    hyperband_iterations: int = 1
+    hyperband_iterations: int = 1  # hyperband: how many times the whole bracket runs
     num_initial_points: int | None = None  # bayesian: random trials first; null: keras-tuner's
     # optuna: the study's database URL, which processes on several machines may share
     # (postgresql://...); null: sqlite:///<search dir>/optuna.db
@@ -330,8 +334,8 @@ class TuneConfig:
 class TapefitConfig:
     """The whole run: `data` and `model` take the schema of the option their group picked."""
 
-    seed: int = 0
-    experiment_name: str = "classifier"
+    seed: int = 0  # seeds Keras, NumPy, Python and TensorFlow, the data splits and shuffles
+    experiment_name: str = "classifier"  # names outputs/<experiment_name>/ (set by experiment=)
     # The metric sweeps optimise, returned by the CLI to Hydra sweepers. null: the family's
     # validation metric (val_accuracy, val_spearman, val_auc); test_* only if named explicitly.
     objective: str | None = None

@@ -24,8 +24,23 @@ Split = tuple[np.ndarray, np.ndarray]
 
 @dataclass
 class ImageData:
-    """Train/validation/test pipelines plus what the model needs to know about them, and the
-    arrays they were made from (so a sweep can make fresh pipelines without loading again)."""
+    """Train/validation/test pipelines plus what the model needs to know about them.
+
+    What the image loaders return. The arrays the pipelines were made from are kept, so a
+    sweep can make fresh pipelines (another batch size) without loading again.
+
+    Attributes:
+        train: Batches of `(images, labels)`, reshuffled each epoch from `seed`.
+        val: Validation batches, in order.
+        test: Test batches, in order; None when the data have no test split.
+        image_shape: `(height, width, channels)`.
+        num_classes: The number of classes (the largest label + 1).
+        sizes: Samples per split, by split name.
+        splits: `(images, labels)` arrays by split name (for folder data: file names).
+        seed: The seed of the training shuffle.
+        cache: Whether the pipelines keep their elements after the first epoch.
+        class_names: For folder data, the subfolders' names by label; else None.
+    """
 
     train: tf.data.Dataset
     val: tf.data.Dataset
@@ -39,12 +54,22 @@ class ImageData:
     class_names: list[str] | None = None  # folder data: the subfolders' names, by index
 
     def rebuilt(self, batch_size: int) -> ImageData:
-        """The same arrays in new pipelines: a first epoch's shuffle again, another batch size."""
+        """The same arrays in new pipelines: a first epoch's shuffle again, another batch size.
+
+        Args:
+            batch_size: Samples per batch of the new pipelines.
+
+        Returns:
+            New data over the same arrays.
+        """
         return image_data(self.splits, batch_size=batch_size, seed=self.seed, cache=self.cache)
 
     def model_arguments(self) -> dict[str, Any]:
-        """What a classifier built for these images is told: their shape, the number of
-        classes and, for folder data, the class names by output index.
+        """What a classifier built for these images is told about them.
+
+        Their shape, the number of classes and, for folder data, the class names by output
+        index: a run passes them to the model's constructor, so the config need not repeat
+        them.
 
         Returns:
             Keyword arguments for `Classifier` (a subclass takes them too).

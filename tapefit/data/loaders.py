@@ -35,8 +35,17 @@ PairPaths = str | list[str] | None  # a file, a glob ('shards/*.tsv') or a list 
 
 
 def checked_by(check: Callable[[Mapping[str, Any]], None]) -> Callable:
-    """Decorator: attach `check` as the loader's `check_options`, which the run calls with the
-    configured arguments before anything is loaded."""
+    """Decorator: attach `check` as the loader's `check_options`.
+
+    The run calls it with the configured arguments before anything is loaded, so a bad
+    value fails at once with its config key.
+
+    Args:
+        check: Takes the configured arguments; raises `TapefitError` for a bad value.
+
+    Returns:
+        A decorator that returns the loader itself, `check` attached.
+    """
 
     def attach(loader: Callable) -> Callable:
         loader.check_options = check
@@ -65,7 +74,17 @@ def _check_image_arrays(given: Mapping[str, Any]) -> None:
 
 
 def at_least_or_null(value: Any, minimum: int, key: str, null: bool = True) -> None:
-    """A one-line error naming `data.<key>` unless `value >= minimum` (or null, if `null`)."""
+    """A one-line error naming `data.<key>` unless `value >= minimum` (or null, if `null`).
+
+    Args:
+        value: The configured value.
+        minimum: The smallest value allowed.
+        key: The key under `data` the error names.
+        null: Whether None is allowed.
+
+    Raises:
+        TapefitError: `value` is below `minimum` (or None where not allowed).
+    """
     if value is None and null:
         return
     if value is None or value < minimum:
@@ -84,6 +103,9 @@ def digits(
 ) -> ImageData:
     """scikit-learn's bundled 8x8 handwritten digits (1,797 images): real data, no network.
 
+    The default dataset of `python -m tapefit`: small enough to train in seconds on a CPU,
+    so a first run, a test or a sweep needs no download. The test split is stratified.
+
     Args:
         batch_size: Images per batch.
         val_fraction: Share of the non-test images held out for validation.
@@ -95,7 +117,11 @@ def digits(
     Returns:
         `ImageData` whose `model_arguments()` give the image shape and the number of classes.
 
-    Example:
+    Raises:
+        TapefitError: a fraction outside (0, 1).
+
+    Examples:
+        >>> from tapefit.data.loaders import digits
         >>> data = digits(batch_size=64, train_limit=100)
         >>> data.sizes["train"], data.image_shape, data.num_classes
         (100, (8, 8, 1), 10)
@@ -124,6 +150,9 @@ def mnist(
 ) -> ImageData:
     """MNIST's 28x28 digits from a local `mnist.npz`, or downloaded by `keras.datasets`.
 
+    The dataset of the MNIST tutorials; `path` lets an offline machine use a copy fetched
+    elsewhere. Pixels are scaled to [0, 1] and get a channel axis.
+
     Args:
         path: A local `mnist.npz` (keys x_train, y_train, x_test, y_test); None downloads it.
         batch_size: Images per batch.
@@ -135,8 +164,15 @@ def mnist(
     Returns:
         `ImageData` with MNIST's own test split.
 
-    Example:
+    Raises:
+        TapefitError: the download fails, or `path` is missing, not an MNIST archive or
+            holds bad arrays (NaN, wrong shapes, labels outside 0..9).
+
+    Examples:
+        >>> from tapefit.data.loaders import mnist
         >>> data = mnist(path="mnist.npz")  # doctest: +SKIP
+        >>> data.image_shape, data.sizes["test"]  # doctest: +SKIP
+        ((28, 28, 1), 10000)
     """
     splits = load_mnist_splits(path, val_fraction, seed)
     return image_data(
@@ -170,6 +206,10 @@ def image_folder(
 ) -> FolderImageData:
     """Labelled image folders, one subfolder per class, decoded in the pipeline.
 
+    Your own images with no code: the class names are the subfolders' names (sorted, saved
+    with the model as `class_names`), and files are decoded and resized a few batches ahead
+    of the step, so the images need not fit in memory.
+
     Args:
         train_path: A folder with one subfolder of images per class (`cat/`, `dog/`, ...).
         validation_path: The same for validation; None holds out `val_fraction` of training.
@@ -184,8 +224,24 @@ def image_folder(
     Returns:
         `FolderImageData`; `model_arguments()` add the class names (the subfolders).
 
-    Example:
-        >>> data = image_folder("images/train")  # doctest: +SKIP
+    Raises:
+        TapefitError: a path is not a folder, a class folder holds no images, or a
+            validation/test class is not one of the training classes.
+
+    Examples:
+        Two classes of four 8x8 PNG images each:
+
+        >>> from pathlib import Path
+        >>> import numpy as np, tensorflow as tf
+        >>> from tapefit.data.loaders import image_folder
+        >>> for label in ("cat", "dog"):
+        ...     Path("train", label).mkdir(parents=True)
+        ...     for i in range(4):
+        ...         png = tf.io.encode_png(np.full((8, 8, 3), 40 * i, "uint8"))
+        ...         _ = Path("train", label, f"{i}.png").write_bytes(png.numpy())
+        >>> data = image_folder("train", image_size=(8, 8), val_fraction=0.25)
+        >>> data.class_names, data.sizes
+        (['cat', 'dog'], {'train': 6, 'val': 2})
     """
     train, classes = class_folder(train_path, "train_path")
     if validation_path is None:
@@ -220,7 +276,16 @@ def _check_synthetic_pairs(given: Mapping[str, Any]) -> None:
 
 
 def with_text_options(data: PairData, sequence_length: int, max_tokens: int | None) -> PairData:
-    """`data` carrying how its texts become tokens (the vectoriser the model will hold)."""
+    """`data` carrying how its texts become tokens (the vectoriser the model will hold).
+
+    Args:
+        data: The pair data.
+        sequence_length: Tokens per text after vectorisation.
+        max_tokens: Vocabulary size cap; None: no cap.
+
+    Returns:
+        A copy of `data` with `text_options` set.
+    """
     return dataclasses.replace(
         data, text_options={"sequence_length": sequence_length, "max_tokens": max_tokens}
     )
@@ -238,8 +303,11 @@ def synthetic_pairs(
     test_size: int = 500,
     seed: int = 0,
 ) -> PairData:
-    """Generated sentence pairs (seeded): graded label = 5 * concept overlap of the two
-    sentences, binary label = overlap >= 0.5.
+    """Generated sentence pairs (seeded), labelled by how many concepts they share.
+
+    Text-pair data with no download and a known answer, for the Siamese tutorial and fast
+    tests: the graded label is 5 * the concept overlap of the two sentences, the binary
+    label is overlap >= 0.5.
 
     Args:
         label_type: `graded` (0-5 scores) or `binary` (0/1 same/different).
@@ -256,7 +324,8 @@ def synthetic_pairs(
         `PairData` whose `model_arguments()` give the vocabulary, the sequence length and
         the label facts a pair loss needs.
 
-    Example:
+    Examples:
+        >>> from tapefit.data.loaders import synthetic_pairs
         >>> data = synthetic_pairs(train_size=64, val_size=16, test_size=16)
         >>> data.sizes
         {'train': 64, 'val': 16, 'test': 16}
@@ -322,8 +391,11 @@ def pair_files(
     max_held_out_pairs: int = 1000000,
     seed: int = 0,
 ) -> PairData:
-    """Your own text pairs from CSV, TSV or JSON-lines files; missing validation/test parts
-    are split off the training file, or the training rows stream from disk (`stream`).
+    """Your own text pairs from CSV, TSV or JSON-lines files.
+
+    Missing validation/test parts are split off the training file, or the training rows
+    stream from disk (`stream`) for files larger than memory. Bad lines stop the run with
+    the file and line, or are skipped and counted (`on_bad_line`).
 
     Args:
         train_path: The training pairs: a file, a glob ('shards/*.tsv') or a list of them.
@@ -356,8 +428,21 @@ def pair_files(
     Returns:
         `PairData` (`StreamedPairData` with `stream`).
 
-    Example:
-        >>> data = pair_files("pairs/train.tsv", label_range=[0, 5])  # doctest: +SKIP
+    Raises:
+        TapefitError: a file is missing or unreadable, a column is not found, a line is bad
+            (with `on_bad_line="error"`) or too many are, or graded labels are all 0/1.
+
+    Examples:
+        A TSV file with a header, validation and test pairs split off:
+
+        >>> from pathlib import Path
+        >>> from tapefit.data.loaders import pair_files
+        >>> rows = [f"a cat {i}\\ta dog {i}\\t{i % 6}" for i in range(40)]
+        >>> text = "\\n".join(["text1\\ttext2\\tlabel", *rows]) + "\\n"
+        >>> _ = Path("train.tsv").write_text(text)
+        >>> data = pair_files("train.tsv", val_fraction=0.1, test_fraction=0.1)
+        >>> data.sizes["train"], data.sizes["val"], data.sizes["test"]
+        (32, 4, 4)
     """
     spec = PairFileSpec(
         format=format,
@@ -431,7 +516,15 @@ def _streamed_pairs(
 
 
 def check_label_type(labels: np.ndarray, spec: PairFileSpec) -> None:
-    """Refuse graded labels that are all 0 or 1: they are binary labels read as grades."""
+    """Refuse graded labels that are all 0 or 1: they are binary labels read as grades.
+
+    Args:
+        labels: Every label read.
+        spec: How the files are read (the configured label type and range).
+
+    Raises:
+        TapefitError: naming both fixes (binary labels, or a [0, 1] grade range).
+    """
     binary_looking = set(np.unique(labels)) <= {0.0, 1.0} and spec.label_range[1] > 1.0
     if spec.label_type.value == "graded" and binary_looking:
         raise TapefitError(

@@ -25,8 +25,25 @@ Split = tuple[np.ndarray, np.ndarray, np.ndarray]  # texts_a, texts_b, labels
 
 @dataclass
 class PairData:
-    """Pipelines of `((texts_a, texts_b), label)` plus the raw splits the metrics need and the
-    facts about the labels that losses need (`label_type`, `label_range`)."""
+    """Pipelines of `((texts_a, texts_b), label)` plus what the metrics and losses need.
+
+    What the pair loaders return. Whole-split metrics (correlation, AUC) read the raw
+    splits; a pair loss is picked and scaled by the labels' facts.
+
+    Attributes:
+        train: Batches of `((texts_a, texts_b), labels)`, reshuffled each epoch from `seed`.
+        val: Validation batches, in order.
+        test: Test batches, in order; None when the data have no test split.
+        splits: `(texts_a, texts_b, labels)` arrays by split name.
+        label_type: `graded` or `binary`.
+        label_range: `(low, high)` of graded labels.
+        sizes: Pairs per split, by split name.
+        seed: The seed of the training shuffle.
+        cache: Whether the pipelines keep their elements after the first epoch.
+        skipped_lines: Bad lines skipped while reading the files.
+        text_options: How texts become tokens in the model (`sequence_length`,
+            `max_tokens`).
+    """
 
     train: tf.data.Dataset
     val: tf.data.Dataset
@@ -42,7 +59,14 @@ class PairData:
     text_options: dict[str, Any] = field(default_factory=dict)
 
     def rebuilt(self, batch_size: int) -> PairData:
-        """The same pairs in new pipelines: a first epoch's shuffle again, another batch size."""
+        """The same pairs in new pipelines: a first epoch's shuffle again, another batch size.
+
+        Args:
+            batch_size: Pairs per batch of the new pipelines.
+
+        Returns:
+            New data over the same pairs.
+        """
         rebuilt = pair_data(
             self.splits,
             self.label_type,
@@ -55,9 +79,11 @@ class PairData:
         return dataclasses.replace(rebuilt, text_options=self.text_options)
 
     def model_arguments(self) -> dict[str, Any]:
-        """What a pair model built for these data is told: the vocabulary adapted on the
-        training texts (capped by `max_tokens`), the sequence length, and the labels' type
-        and range (which pick and scale the pair loss).
+        """What a pair model built for these data is told about them.
+
+        The vocabulary adapted on the training texts (capped by `max_tokens`), the sequence
+        length, and the labels' type and range (which pick and scale the pair loss): a run
+        passes them to the model's constructor, so the config need not repeat them.
 
         Returns:
             Keyword arguments for `SiameseModel` (a subclass takes them too).
@@ -71,21 +97,38 @@ class PairData:
         }
 
     def inputs(self, split: str, batch_size: int = 256) -> tf.data.Dataset:
-        """Only the `(texts_a, texts_b)` of a split, for `predict` (a 1-tuple, so Keras does not
-        take the pair for `(x, y)`)."""
+        """Only the `(texts_a, texts_b)` of a split, for `predict`.
+
+        Each element is a 1-tuple, so that Keras does not take the pair for `(x, y)`.
+
+        Args:
+            split: `train`, `val` or `test`.
+            batch_size: Pairs per batch.
+
+        Returns:
+            A dataset of `((texts_a, texts_b),)` batches, in order.
+        """
         texts_a, texts_b, _ = self.splits[split]
         return (
             tf.data.Dataset.from_tensor_slices((texts_a, texts_b))
             .batch(batch_size)
-            .map(lambda a, b: ((a, b),))
+            .map(_as_model_inputs)
         )
 
     def read_counts(self) -> dict[str, int]:
-        """For `metrics.json`: bad lines skipped while reading the files."""
+        """For `metrics.json`: bad lines skipped while reading the files.
+
+        Returns:
+            `{"skipped_lines": n}`.
+        """
         return {"skipped_lines": self.skipped_lines}
 
     def training_texts(self) -> np.ndarray:
-        """Every text of the training split, for adapting the vocabulary."""
+        """Every text of the training split, for adapting the vocabulary.
+
+        Returns:
+            Both sides' texts, concatenated.
+        """
         texts_a, texts_b, _ = self.splits["train"]
         return np.concatenate([texts_a, texts_b])
 
@@ -211,3 +254,9 @@ def adapt_vocabulary(texts: Any, max_tokens: int | None = 20000) -> list[str]:
     if not vocabulary:
         raise TapefitError("the training texts hold no tokens: every text is empty")
     return vocabulary
+
+
+def _as_model_inputs(texts_a: tf.Tensor, texts_b: tf.Tensor) -> tuple:
+    """`(a, b)` -> `((a, b),)`: a batch of pairs as `predict`'s one input (a named function,
+    which AutoGraph converts without the warning a lambda inside a chain gets)."""
+    return ((texts_a, texts_b),)

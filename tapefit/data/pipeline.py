@@ -8,7 +8,7 @@ import tensorflow as tf
 
 # In-memory slices need no tuning: two batches ahead keep the step fed. tf.data's autotuner
 # is off because its background thread made each iterator's teardown wait 3-13 s after the
-# last batch of an epoch (TensorFlow 2.21; README, "Fast defaults").
+# last batch of an epoch (TensorFlow 2.21; docs/explanation/benchmark.md, "Fast defaults").
 PREFETCH_BATCHES = 2
 
 

@@ -66,14 +66,38 @@ def mlp_layers(hidden_units: Sequence[int]) -> list[layers.Layer]:
 class Classifier(TapeModel):
     """Softmax image classifier trained by TapeModel's step; `architecture` is `cnn` or `mlp`.
 
-    The final softmax runs in float32 so mixed precision keeps the loss stable.
+    The CNN and MLP of the MNIST tutorials as one model that a run builds from
+    `conf/model/classifier.yaml`, saves to `.keras` files that reload without custom code,
+    and exports for serving. The final softmax runs in float32 so mixed precision keeps the
+    loss stable. All weights are created in the constructor.
 
-    Example:
+    Args:
+        image_shape: `(height, width, channels)` of the images (the data's `image_shape`).
+        num_classes: How many classes the softmax scores.
+        architecture: `cnn` (conv 16, 2x conv 32, 3x conv 64, each block batch-normalised
+            and pooled, then dense 256 with dropout) or `mlp` (dense layers).
+        dropout: The CNN's dropout rate before the logits, in [0, 1).
+        bn_momentum: The CNN's batch-normalisation momentum, in [0, 1).
+        hidden_units: The MLP's ReLU layer sizes.
+        class_names: What each output means (image folders: the class subfolders), saved
+            with the model; one per class.
+        **kwargs: `keras.Model`'s keyword arguments (`name`, `dtype`, ...).
 
-    ```python
-    model = Classifier(image_shape=(8, 8, 1), num_classes=10, architecture="mlp")
-    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
-    ```
+    Raises:
+        TapefitError: an option out of its range, an unknown architecture, an image shape
+            that is not 3-dimensional, or class names that do not match `num_classes`.
+
+    Examples:
+        >>> import numpy as np
+        >>> from tapefit import Classifier
+        >>> model = Classifier(image_shape=(8, 8, 1), num_classes=10, architecture="mlp")
+        >>> model.compile("adam", **model.compile_defaults())
+        >>> images, labels = np.random.rand(32, 8, 8, 1), np.arange(32) % 10
+        >>> history = model.fit(images, labels, epochs=1, verbose=0)
+        >>> sorted(history.history)
+        ['accuracy', 'loss']
+        >>> tuple(model(images[:2]).shape)
+        (2, 10)
     """
 
     def __init__(
@@ -122,13 +146,25 @@ class Classifier(TapeModel):
         self.build((None, *self.image_shape))
 
     def build(self, input_shape: tuple) -> None:
-        """Create every weight now, so the model can be summarised, saved and reloaded at once."""
+        """Create every weight now, so the model can be summarised, saved and reloaded at once.
+
+        Args:
+            input_shape: `(batch, height, width, channels)`; the batch size may be None.
+        """
         self.body.build(input_shape)
         self.logits.build(self.body.compute_output_shape(input_shape))
         self.built = True
 
     def call(self, images: Any, training: bool | None = None) -> Any:
-        """Class probabilities for a batch of images."""
+        """Class probabilities for a batch of images.
+
+        Args:
+            images: Float images `(batch, height, width, channels)`, scaled to [0, 1].
+            training: Whether dropout and batch normalisation run in training mode.
+
+        Returns:
+            Probabilities `(batch, num_classes)` (float32 under mixed precision).
+        """
         return self.probabilities(self.logits(self.body(images, training=training)))
 
     # -- what a tapefit run asks of its model (all optional; see tapefit.protocols) ------------
@@ -136,11 +172,22 @@ class Classifier(TapeModel):
     def check_options(cls, options: Mapping[str, Any]) -> None:
         """Refuse dropout, momentum and layer sizes no model can use, before anything is built.
 
+        A run calls it on the configured arguments before loading data, so a bad value
+        fails in a second with a message naming its config key.
+
         Args:
             options: The configured constructor arguments (those not given keep defaults).
 
         Raises:
             TapefitError: naming the key, e.g. `model.dropout=1.5 must lie in [0, 1)`.
+
+        Examples:
+            >>> from tapefit import Classifier
+            >>> Classifier.check_options({"dropout": 0.3, "hidden_units": [32]})
+            >>> Classifier.check_options({"dropout": 1.5})
+            Traceback (most recent call last):
+            ...
+            tapefit.errors.TapefitError: model.dropout=1.5 must lie in [0, 1)
         """
         for key in ("dropout", "bn_momentum"):
             if key in options and not 0.0 <= options[key] < 1.0:
@@ -152,18 +199,42 @@ class Classifier(TapeModel):
 
     @classmethod
     def default_objective(cls, data: Mapping[str, Any]) -> str:
-        """The metric a run selects on when the config names none: `val_accuracy`."""
+        """The metric a run selects on when the config names none: `val_accuracy`.
+
+        Args:
+            data: The configured data options (not used: every classifier selects on
+                accuracy).
+
+        Returns:
+            The metric's name in the epoch logs.
+        """
         return "val_accuracy"
 
     def report(self, data: Any, run_dir: Path) -> dict[str, Any]:
-        """`classes.json`: the class names by output index, when the data have names."""
+        """Write `classes.json`: the class names by output index, when the data have names.
+
+        A run calls it after training, so that predictions can be read as class names.
+
+        Args:
+            data: The run's data object.
+            run_dir: The run directory to write into.
+
+        Returns:
+            Metrics to add to `metrics.json`: none.
+        """
         if self.class_names is not None:
             write_json(run_dir / "classes.json", self.class_names)
         return {}
 
     def serving_endpoints(self) -> dict[str, tuple[Any, list[Any]]]:
-        """`serve(images)`: float32 images `(batch, height, width, channels)` in [0, 1], the
-        shape the model trained on -> float32 class probabilities `(batch, classes)`."""
+        """The signatures a SavedModel export of the classifier offers.
+
+        `serve(images)`: float32 images `(batch, height, width, channels)` in [0, 1], the
+        shape the model trained on -> float32 class probabilities `(batch, classes)`.
+
+        Returns:
+            `{name: (function, input specs)}` for the export.
+        """
         spec = keras.InputSpec(shape=(None, *self.image_shape), dtype="float32")
 
         def serve(images: Any) -> Any:
@@ -172,9 +243,11 @@ class Classifier(TapeModel):
         return {"serve": (serve, [spec])}
 
     def compile_defaults(self) -> dict[str, Any]:
-        """The loss and metrics a tapefit run compiles the classifier with unless the config
-        names others (`compile.loss`, `compile.metrics`): what it needs comes with the model,
-        so a subclass named by `model._target_` trains with no other config.
+        """The loss and metrics a tapefit run compiles the classifier with by default.
+
+        They apply unless the config names others (`compile.loss`, `compile.metrics`): what
+        the model needs comes with it, so a subclass named by `model._target_` trains with no
+        other config.
 
         Returns:
             `{"loss": ..., "metrics": [...]}` for `Model.compile`.
@@ -182,7 +255,11 @@ class Classifier(TapeModel):
         return {"loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"]}
 
     def get_config(self) -> dict:
-        """Everything `__init__` needs, so `.keras` files reload without custom code."""
+        """Everything `__init__` needs, so `.keras` files reload without custom code.
+
+        Returns:
+            The constructor's arguments, JSON-serialisable.
+        """
         return {
             "name": self.name,
             "image_shape": list(self.image_shape),

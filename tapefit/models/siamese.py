@@ -29,7 +29,16 @@ FINGERPRINT_BUCKETS = 2**24  # exact in float32, which Keras losses cast labels 
 
 
 def text_fingerprint(texts: tf.Tensor) -> tf.Tensor:
-    """An integer id per text (raw strings or token-id rows); equal texts get equal ids."""
+    """An integer id per text (raw strings or token-id rows); equal texts get equal ids.
+
+    In-batch-negative losses compare these ids to tell a repeated text from a negative.
+
+    Args:
+        texts: Strings `(batch,)`, or token ids `(batch, time)`.
+
+    Returns:
+        int64 ids `(batch,)` below 2**24 (exact in float32).
+    """
     if texts.dtype != tf.string:
         texts = tf.strings.reduce_join(tf.strings.as_string(texts), axis=-1, separator=" ")
     return tf.strings.to_hash_bucket_fast(texts, FINGERPRINT_BUCKETS)
@@ -61,18 +70,47 @@ class PairLossOptions(TypedDict, total=False):
 class SiameseModel(TapeModel):
     """Cosine similarity of two texts encoded by one shared `TextEncoder`.
 
-    Inputs are `(texts_a, texts_b)`: strings when `vocabulary` is given (a `TextVectorization`
-    with that vocabulary lives in the model), otherwise integer token ids below `vocab_size`.
-    `call` returns the cosine of each pair; compile it with a loss from `tapefit.models.losses`.
+    The GradientTape tutorial's model made complete: its pair losses see both embeddings
+    inside the tape (which Keras' compiled loss of `call`'s output cannot), and the model
+    takes raw strings and saves with its vocabulary. Inputs are `(texts_a, texts_b)`:
+    strings when `vocabulary` is given (a `TextVectorization` with that vocabulary lives in
+    the model), otherwise integer token ids below `vocab_size`. `call` returns the cosine of
+    each pair; compile it with a loss from `tapefit.models.losses` (`compile_defaults` gives
+    the configured one).
 
-    Example:
+    Args:
+        vocabulary: The tokens of a `TextVectorization` inside the model (string inputs);
+            `from_texts` adapts one.
+        vocab_size: For token-id inputs, without a vocabulary: ids lie below it.
+        sequence_length: Tokens per text after vectorisation (padded or cut).
+        encoder: `TextEncoder`'s options (`embedding_dim`, `rnn`, `units`, `num_layers`,
+            `bidirectional`, `pooling`, `recurrent_dropout`, `mask_padding`).
+        loss: The pair loss `compile_defaults` makes: `name` (cosine, cosine_mse,
+            contrastive, in_batch_negatives) and its options.
+        label_type: `graded` scores or `binary` 0/1 labels: which losses fit.
+        label_range: `[low, high]` of graded labels, which `cosine_mse` rescales.
+        **kwargs: `keras.Model`'s keyword arguments (`name`, `dtype`, ...).
 
-    ```python
-    model = SiameseModel.from_texts(train_texts, sequence_length=16)
-    model.compile(optimizer="adam", loss=tapefit.models.losses.CosineMSELoss(label_range=(0, 5)))
-    model.fit(((texts_a, texts_b), labels), epochs=5)
-    model.similarity(["a cat sat"], ["the cat was sitting"])
-    ```
+    Raises:
+        TapefitError: neither `vocabulary` nor `vocab_size`, or an encoder or loss option no
+            model can use.
+
+    Examples:
+        >>> import numpy as np, tensorflow as tf
+        >>> from tapefit import SiameseModel
+        >>> texts_a = np.array(["a cat sat", "a dog ran", "the cat sat", "a bird flew"])
+        >>> texts_b = np.array(["the cat sat", "a cat ran", "a cat sat", "the dog sat"])
+        >>> labels = np.array([4.5, 2.0, 5.0, 0.5])
+        >>> model = SiameseModel.from_texts(
+        ...     np.concatenate([texts_a, texts_b]),
+        ...     sequence_length=8,
+        ...     encoder={"embedding_dim": 8, "units": 8},
+        ... )
+        >>> model.compile(optimizer="adam", **model.compile_defaults())  # cosine_mse
+        >>> pairs = tf.data.Dataset.from_tensor_slices(((texts_a, texts_b), labels)).batch(2)
+        >>> history = model.fit(pairs, epochs=5, verbose=0)  # doctest: +SKIP
+        >>> model.similarity(["a cat sat"], ["a dog ran"]).shape
+        (1,)
     """
 
     def __init__(
@@ -119,7 +157,27 @@ class SiameseModel(TapeModel):
         encoder: EncoderOptions | None = None,
         **kwargs: Any,
     ) -> SiameseModel:
-        """Adapt a `TextVectorization` on `texts` and build a model that takes raw strings."""
+        """Adapt a `TextVectorization` on `texts` and build a model that takes raw strings.
+
+        The vocabulary is learnt once here and then saved with the model, so a reloaded or
+        exported model vectorises texts exactly as in training.
+
+        Args:
+            texts: The training texts (both sides of every pair).
+            sequence_length: Tokens per text after vectorisation (padded or cut).
+            max_tokens: Vocabulary size cap (most frequent first); None: no cap.
+            encoder: `TextEncoder`'s options.
+            **kwargs: The constructor's other arguments (`loss`, `label_type`, ...).
+
+        Returns:
+            A model whose inputs are raw strings.
+
+        Examples:
+            >>> from tapefit import SiameseModel
+            >>> model = SiameseModel.from_texts(["a cat sat", "a dog ran"], sequence_length=4)
+            >>> sorted(map(str, model.vocabulary))
+            ['a', 'cat', 'dog', 'ran', 'sat']
+        """
         vocabulary = adapt_vocabulary(texts, max_tokens)
         return cls(
             vocabulary=vocabulary, sequence_length=sequence_length, encoder=encoder, **kwargs
@@ -129,6 +187,12 @@ class SiameseModel(TapeModel):
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
         """Refuse encoder sizes and dropout no model can use, before anything is built.
+
+        A run calls it on the configured arguments before loading data, so a bad value
+        fails in a second with a message naming its config key.
+
+        Args:
+            options: The configured constructor arguments (`encoder`, `loss`).
 
         Raises:
             TapefitError: naming the key, e.g. `model.encoder.units=0 must be at least 1`.
@@ -146,12 +210,29 @@ class SiameseModel(TapeModel):
 
     @classmethod
     def default_objective(cls, data: Mapping[str, Any]) -> str:
-        """`val_spearman` for graded labels, `val_auc` for binary ones (`data.label_type`)."""
+        """The metric a run selects on when the config names none.
+
+        Args:
+            data: The configured data options; their `label_type` decides.
+
+        Returns:
+            `val_spearman` for graded labels, `val_auc` for binary ones.
+
+        Examples:
+            >>> from tapefit import SiameseModel
+            >>> SiameseModel.default_objective({"label_type": "binary"})
+            'val_auc'
+        """
         return "val_auc" if data.get("label_type") == "binary" else "val_spearman"
 
     def compile_defaults(self) -> dict[str, Any]:
-        """The pair loss `loss.name` (cosine_mse unless configured), scaled from the labels'
-        range, checked to fit the labels' type.
+        """The pair loss a tapefit run compiles the model with unless the config names one.
+
+        `loss.name` (cosine_mse unless configured), scaled from the labels' range and
+        checked to fit the labels' type.
+
+        Returns:
+            `{"loss": ...}` for `Model.compile`.
 
         Raises:
             TapefitError: for a loss that needs the other kind of labels, naming both fixes.
@@ -170,14 +251,34 @@ class SiameseModel(TapeModel):
         return {"loss": loss}
 
     def training_callbacks(self, data: Any) -> list[keras.callbacks.Callback]:
-        """Whole-validation-split correlation (graded) or AUC (binary) in the epoch logs."""
+        """Whole-validation-split correlation (graded) or AUC (binary) in the epoch logs.
+
+        Per-batch means of a rank correlation are not the split's correlation, so a callback
+        computes it once per epoch on the whole validation split.
+
+        Args:
+            data: The run's data object.
+
+        Returns:
+            The callbacks to add (none without a validation split in memory).
+        """
         if data.val is None or "val" not in getattr(data, "splits", {}):
             return []
         labels = data.splits["val"][2]
         return [SplitMetrics(data.inputs("val"), labels, data.label_type, prefix="val_")]
 
     def report(self, data: Any, run_dir: Path) -> dict[str, Any]:
-        """Test-split correlation or AUC, `similarity.png`, and the lines the reader skipped."""
+        """Test-split correlation or AUC, `similarity.png`, and the lines the reader skipped.
+
+        A run calls it after training and adds the metrics to `metrics.json`.
+
+        Args:
+            data: The run's data object.
+            run_dir: The run directory, where `similarity.png` is written.
+
+        Returns:
+            `test_<metric>` values and `skipped_lines`.
+        """
         report: dict[str, Any] = dict(data.read_counts())
         if "test" not in data.splits:  # streamed data without data.test_path
             return report
@@ -189,9 +290,15 @@ class SiameseModel(TapeModel):
         return report
 
     def serving_endpoints(self) -> dict[str, tuple[Any, list[Any]]]:
-        """`serve(texts_a, texts_b)`: two string tensors `(batch,)`, the raw texts of each pair
+        """The signatures a SavedModel export of the model offers.
+
+        `serve(texts_a, texts_b)`: two string tensors `(batch,)`, the raw texts of each pair
         -> float32 cosine similarity `(batch,)`; `encode(texts)`: strings `(batch,)` ->
-        L2-normalised float32 embeddings `(batch, dim)`. The vectoriser is inside both."""
+        L2-normalised float32 embeddings `(batch, dim)`. The vectoriser is inside both.
+
+        Returns:
+            `{name: (function, input specs)}` for the export.
+        """
         texts = tf.TensorSpec((None,), tf.string)
 
         def serve(texts_a: tf.Tensor, texts_b: tf.Tensor) -> tf.Tensor:
@@ -204,30 +311,74 @@ class SiameseModel(TapeModel):
 
     # -- encoding ----------------------------------------------------------------------------
     def tokens(self, texts: Any) -> tf.Tensor:
-        """Raw strings -> padded token ids (identity for token-id inputs)."""
+        """Raw strings -> padded token ids (identity for token-id inputs).
+
+        Args:
+            texts: Strings `(batch,)`, or token ids for a model without a vocabulary.
+
+        Returns:
+            int64 token ids `(batch, sequence_length)`.
+        """
         if self.vectorizer is None:
             return texts
         return self.vectorizer(tf.reshape(texts, [-1]))
 
     def embed(self, texts: Any, training: bool | None = None) -> tf.Tensor:
-        """L2-normalised embeddings of a batch of texts, in float32 (or float64)."""
+        """L2-normalised embeddings of a batch of texts, in float32 (or float64).
+
+        Args:
+            texts: Strings `(batch,)`, or token ids for a model without a vocabulary.
+            training: Whether the encoder's dropout runs in training mode.
+
+        Returns:
+            Unit-length vectors `(batch, dim)`.
+        """
         vectors = self.encoder(self.tokens(texts), training=training)
         if vectors.dtype != tf.float64:  # half precision is lifted to float32; float64 stays
             vectors = tf.cast(vectors, tf.float32)
         return tf.math.l2_normalize(vectors, axis=-1)
 
     def embed_pairs(self, texts_a: Any, texts_b: Any, training: bool | None = None) -> tf.Tensor:
-        """Both sides' embeddings stacked to `(batch, 2, dim)`, the form pair losses take."""
+        """Both sides' embeddings stacked to `(batch, 2, dim)`, the form pair losses take.
+
+        Args:
+            texts_a: The first text of each pair.
+            texts_b: The second text of each pair.
+            training: Whether the encoder's dropout runs in training mode.
+
+        Returns:
+            The stacked embeddings, one encoder for both sides.
+        """
         return tf.stack([self.embed(texts_a, training), self.embed(texts_b, training)], axis=1)
 
     def call(self, inputs: Any, training: bool | None = None) -> tf.Tensor:
-        """Cosine similarity of each `(a, b)` pair, shape `(batch,)`."""
+        """Cosine similarity of each `(a, b)` pair, shape `(batch,)`.
+
+        Args:
+            inputs: `(texts_a, texts_b)`.
+            training: Whether the encoder's dropout runs in training mode.
+
+        Returns:
+            The cosines, in [-1, 1].
+        """
         texts_a, texts_b = inputs
         return pair_cosine(self.embed_pairs(texts_a, texts_b, training))
 
     # -- the tape hook -------------------------------------------------------------------------
     def forward(self, data: Any, training: bool) -> StepOutput:
-        """Encode both sides inside the tape; the loss sees the stacked pair embeddings."""
+        """Encode both sides inside the tape; the loss sees the stacked pair embeddings.
+
+        The metrics still see the cosine scores, as `call` returns them. A loss with
+        `uses_text_ids` gets the texts' fingerprints as targets instead of the labels.
+
+        Args:
+            data: `((texts_a, texts_b), labels)`, optionally with sample weights; the labels
+                may be missing for losses that need none.
+            training: True in `train_step`, False in `test_step`.
+
+        Returns:
+            The loss and, for the metrics, the labels and the cosines.
+        """
         (texts_a, texts_b), labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         pair = self.embed_pairs(texts_a, texts_b, training)
         if getattr(self.loss, "uses_text_ids", False):
@@ -247,7 +398,23 @@ class SiameseModel(TapeModel):
 
     # -- use -------------------------------------------------------------------------------------
     def encode(self, texts: Sequence[Any], batch_size: int = 256) -> np.ndarray:
-        """L2-normalised embeddings of `texts` as a NumPy array `(n, dim)`."""
+        """L2-normalised embeddings of `texts` as a NumPy array `(n, dim)`.
+
+        For search or clustering after training; the texts are encoded in batches.
+
+        Args:
+            texts: Raw strings (or token-id rows for a model without a vocabulary).
+            batch_size: Texts encoded per batch.
+
+        Returns:
+            float32 array `(len(texts), dim)`.
+
+        Examples:
+            >>> from tapefit import SiameseModel
+            >>> model = SiameseModel.from_texts(["a cat sat"], encoder={"units": 8})
+            >>> model.encode(["a cat", "a dog", "sat"]).shape
+            (3, 8)
+        """
         texts = tf.convert_to_tensor(texts)
         chunks = [
             self.embed(texts[start : start + batch_size], training=False).numpy()
@@ -256,7 +423,24 @@ class SiameseModel(TapeModel):
         return np.concatenate(chunks) if chunks else np.zeros((0, self.encoder.output_dim))
 
     def similarity(self, texts_a: Sequence[Any], texts_b: Sequence[Any]) -> np.ndarray:
-        """Cosine similarity of each pair `(texts_a[i], texts_b[i])`."""
+        """Cosine similarity of each pair `(texts_a[i], texts_b[i])`.
+
+        Args:
+            texts_a: The first text of each pair.
+            texts_b: The second text of each pair, as many.
+
+        Returns:
+            float32 array `(len(texts_a),)` of cosines in [-1, 1].
+
+        Raises:
+            TapefitError: the two lists differ in length.
+
+        Examples:
+            >>> from tapefit import SiameseModel
+            >>> model = SiameseModel.from_texts(["a cat sat"], encoder={"units": 8})
+            >>> round(float(model.similarity(["a cat sat"], ["a cat sat"])[0]), 4)
+            1.0
+        """
         if len(texts_a) != len(texts_b):
             raise TapefitError(
                 f"similarity needs equal lengths; got {len(texts_a)}, {len(texts_b)}"
@@ -264,7 +448,11 @@ class SiameseModel(TapeModel):
         return pair_cosine(np.stack([self.encode(texts_a), self.encode(texts_b)], axis=1)).numpy()
 
     def get_config(self) -> dict:
-        """Vocabulary and encoder settings: a `.keras` file reloads with no custom code."""
+        """Vocabulary and encoder settings: a `.keras` file reloads with no custom code.
+
+        Returns:
+            The constructor's arguments, JSON-serialisable.
+        """
         return {
             "name": self.name,
             "vocabulary": self.vocabulary,

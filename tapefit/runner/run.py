@@ -47,7 +47,7 @@ class Run:
         warm_start: A saved model and the epochs it trained, to continue from (Hyperband).
         hparams_session: Make `tensorboard/` an HParams session of the config's values.
 
-    Example:
+    Examples:
         >>> results = Run(tapefit.compose(["trainer.epochs=1"]), "outputs/one").execute()
         ... # doctest: +SKIP
     """

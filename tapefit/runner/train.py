@@ -49,7 +49,7 @@ def run(
     Raises:
         TapefitError: for bad input, in one line (`status.json` says `failed`).
 
-    Example:
+    Examples:
         >>> import tapefit
         >>> cfg = tapefit.compose(["trainer.epochs=1", "data.train_limit=64"])
         >>> tapefit.run(cfg, "outputs/doc-example")["epochs_run"]  # doctest: +SKIP

@@ -156,7 +156,7 @@ def expected_logs(cfg: Any, model: Any, data: Any) -> set[str]:
 
 REMOVED_KEYS = {
     "families": "families=[...] is gone: name your model by model._target_ and your loader by "
-    "data._target_ (one road for every model; README, 'Your own model and data')",
+    "data._target_ (one road for every model; docs/tutorials/your-own-model.md)",
 }
 
 

@@ -21,13 +21,18 @@ RELATIVE_FLOOR = 1e-7  # relative errors of gradients smaller than this are take
 
 @dataclass
 class GradCheck:
-    """The result of `gradcheck`.
+    """The result of `gradcheck`: the tape's gradients and how far finite differences agree.
 
-    `gradients` are the tape's (NumPy float64, None where the tape gave none): one per input
-    for a function of one output, one list per output for a function of several, one per
-    trainable variable for a model. `max_relative_error` compares them with central
-    differences at `checked` sampled entries; `unreached` names model variables whose
-    gradient is missing (`"none"`) or exactly zero (`"zero"`).
+    Attributes:
+        gradients: The tape's gradients (NumPy float64, None where the tape gave none): one
+            per input for a function of one output, one list per output for a function of
+            several, one per trainable variable for a model.
+        max_relative_error: The largest relative difference between a gradient entry and
+            its central difference, over the sampled entries (about 1e-8 or less when the
+            gradients are right).
+        checked: How many entries were compared.
+        unreached: Model variables whose gradient is missing (`"none"`) or exactly zero
+            (`"zero"`), by path: what the loss does not reach.
     """
 
     gradients: list
@@ -38,7 +43,11 @@ class GradCheck:
 
 @contextmanager
 def float64_keras() -> Iterator[None]:
-    """Keras' float type and dtype policy set to float64 inside the block."""
+    """Keras' float type and dtype policy set to float64 inside the block.
+
+    Finite differences need float64 to be meaningful; the previous settings come back on
+    leaving the block, even after an error.
+    """
     floatx, policy = keras.config.floatx(), keras.config.dtype_policy()
     keras.config.set_floatx("float64")
     keras.config.set_dtype_policy("float64")
@@ -218,20 +227,58 @@ def gradcheck(
 ) -> GradCheck:
     """Compare tape gradients with central differences in float64 on sampled entries.
 
-    `target` is a function of `inputs` returning a scalar (or a list of scalars: the tape is
-    then persistent and each gets its gradients), or a TapeModel with one batch as input, whose
-    `forward` loss is differentiated with respect to its trainable variables (the model is
-    rebuilt in float64 from `get_config`; `training=False` keeps dropout out of the difference).
-    `watch` lists the inputs the tape watches (default: all); with
-    `watch_accessed_variables=False` the others get no gradient, as with `tf.GradientTape`.
+    A wrong gradient trains silently badly, so a custom loss, layer or `forward` is worth
+    checking once: the tape's gradients should match finite differences, and every trainable
+    variable should get one (the GradientTape tutorial's lesson, as a check).
 
-    Example:
+    Args:
+        target: A function of `inputs` returning a scalar (or a list of scalars: the tape is
+            then persistent and each gets its gradients), or a TapeModel, whose `forward`
+            loss on one batch is differentiated with respect to its trainable variables (the
+            model is rebuilt in float64 from `get_config`).
+        *inputs: The function's arguments (converted to float64 variables), or the model's
+            one batch.
+        watch: The positions of the inputs the tape watches; None: all.
+        watch_accessed_variables: As for `tf.GradientTape`: with False, inputs not in
+            `watch` get no gradient.
+        training: The `training` flag of the model's `forward`; False keeps dropout out of
+            the difference.
+        samples: Entries compared per input or variable, sampled at random.
+        epsilon: The step of the central differences.
+        seed: Seeds the sampling of entries.
 
-    ```python
-    check = tapefit.gradcheck(lambda x: x**4, 3.0)
-    check.gradients[0]          # 108.0
-    check.max_relative_error    # ~1e-10
-    ```
+    Returns:
+        The gradients, the largest relative error, how many entries were compared and, for a
+        model, the variables its loss does not reach.
+
+    Raises:
+        TapefitError: a model is given more than one batch, or cannot be rebuilt in float64
+            from its `get_config`.
+
+    Examples:
+        >>> import keras, numpy as np, tapefit
+        >>> check = tapefit.gradcheck(lambda x: x**4, 3.0)
+        >>> float(check.gradients[0])
+        108.0
+        >>> check.max_relative_error < 1e-8
+        True
+
+        A model's loss, with respect to each of its variables:
+
+        >>> inputs = keras.Input((3,))
+        >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+        >>> model.compile(optimizer="sgd", loss="mse")
+        >>> check = tapefit.gradcheck(model, (np.ones((4, 3)), np.zeros((4, 1))))
+        >>> check.max_relative_error < 1e-6, check.unreached
+        (True, {})
+
+        Only the watched input gets a gradient:
+
+        >>> check = tapefit.gradcheck(
+        ...     lambda x, y: x * y, 2.0, 5.0, watch=[0], watch_accessed_variables=False
+        ... )
+        >>> check.gradients
+        [array(5.), None]
     """
     rng = np.random.default_rng(seed)
     if isinstance(target, TapeModel):

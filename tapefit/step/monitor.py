@@ -37,16 +37,43 @@ def _step_state(model: keras.Model) -> Any:
 
 
 class StepTelemetry(keras.callbacks.Callback):
-    """Every `every_n_steps` optimizer steps, write the gradient norm, learning rate, loss
-    scale and skipped-step count to TensorBoard (`<log_dir>/train`, tags `step/...`, x-axis =
-    optimizer steps) and as a row of `csv_path`; gradient histograms too when the model was
-    compiled with `gradient_telemetry="histograms"`. The loss scale is written only under
-    loss scaling (mixed_float16) and the skipped steps only with `on_nonfinite="skip"`: in
-    other runs they could never change.
+    """Per-step telemetry of a TapeModel's step: gradient norm, learning rate, loss scale.
+
+    Epoch logs hide what happens within an epoch (a gradient spike, a loss scale that keeps
+    halving); this callback reads what TapeModel's step records. Every `every_n_steps`
+    optimizer steps it writes the gradient norm, learning rate, loss scale and skipped-step
+    count to TensorBoard (`<log_dir>/train`, tags `step/...`, x-axis = optimizer steps) and as
+    a row of `csv_path`; gradient histograms too when the model was compiled with
+    `gradient_telemetry="histograms"`. The loss scale is written only under loss scaling
+    (mixed_float16) and the skipped steps only with `on_nonfinite="skip"`: in other runs they
+    could never change.
 
     With `steps_per_execution > 1` Keras calls back once per execution, so a row is written at
     the first execution end at or past each multiple of `every_n_steps`, labelled with the
     optimizer step it was read at.
+
+    Args:
+        log_dir: The TensorBoard folder; the scalars go to its `train` run.
+        every_n_steps: Optimizer steps between two rows.
+        csv_path: A CSV file the rows are appended to (with a header when new); None: none.
+
+    Raises:
+        TapefitError: `every_n_steps` below 1; when training starts, a model that is not a
+            TapeModel compiled with `gradient_telemetry` `norm` or `histograms`.
+
+    Examples:
+        >>> from pathlib import Path
+        >>> import keras, numpy as np, tapefit
+        >>> from tapefit.step.monitor import StepTelemetry
+        >>> inputs = keras.Input((2,))
+        >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+        >>> model.compile(optimizer="sgd", loss="mse", gradient_telemetry="norm")
+        >>> telemetry = StepTelemetry("tensorboard", every_n_steps=2, csv_path="steps.csv")
+        >>> x, y = np.ones((16, 2)), np.ones((16, 1))
+        >>> _ = model.fit(x, y, batch_size=4, epochs=1, callbacks=[telemetry], verbose=0)
+        >>> rows = Path("steps.csv").read_text().splitlines()
+        >>> rows[0], len(rows)  # the header, then steps 2 and 4
+        ('step,gradient_norm,learning_rate', 3)
     """
 
     def __init__(
@@ -77,7 +104,12 @@ class StepTelemetry(keras.callbacks.Callback):
         self.rows: list[dict[str, float]] = []
 
     def values(self) -> dict[str, float]:
-        """The telemetry values now, keyed as the CSV columns."""
+        """The telemetry values now, keyed as the CSV columns.
+
+        Returns:
+            `step`, `gradient_norm`, `learning_rate`, and `loss_scale` and `skipped_steps`
+            when they are written.
+        """
         optimizer = self.model.optimizer
         row = {
             "step": int(optimizer.iterations.numpy()),
@@ -91,7 +123,10 @@ class StepTelemetry(keras.callbacks.Callback):
         return row
 
     def write(self) -> None:
-        """Write the current values at the current optimizer step."""
+        """Write the current values at the current optimizer step.
+
+        The scalars and histograms go to TensorBoard at once; the CSV row waits for `flush`.
+        """
         row = self.values()
         with self.writer.as_default(step=row["step"]):
             for name in self.fields[1:]:
@@ -115,7 +150,11 @@ class StepTelemetry(keras.callbacks.Callback):
         self.flush()
 
     def flush(self) -> None:
-        """Flush the TensorBoard writer and append the rows written since to `csv_path`."""
+        """Flush the TensorBoard writer and append the rows written since to `csv_path`.
+
+        Called at the end of every epoch and of training, so a killed run keeps the rows of
+        its finished epochs.
+        """
         self.writer.flush()
         if self.csv_path is not None and self.rows:
             self.csv_path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,9 +168,13 @@ class StepTelemetry(keras.callbacks.Callback):
 
 
 class NonFiniteGuard(keras.callbacks.Callback):
-    """With `on_nonfinite="stop"`, ends training at the first skipped non-finite step with an
-    error naming its epoch and optimizer step; with `skip`, adds the epoch's `skipped_steps` to
-    the logs (History, CSV, TensorBoard)."""
+    """Stop at, or count, the non-finite steps TapeModel's step skipped.
+
+    `TapeModel.fit` adds one when `compile(on_nonfinite=...)` is `skip` or `stop`. With
+    `stop`, it ends training at the first skipped non-finite step with an error naming its
+    epoch and optimizer step; with `skip`, it adds the epoch's `skipped_steps` to the logs
+    (History, CSV, TensorBoard).
+    """
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         self.state = _step_state(self.model)

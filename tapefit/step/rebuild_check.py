@@ -39,19 +39,17 @@ def check_rebuildable(model: keras.Model) -> None:
         UnsaveableModelError: the file would not load, or would load a different model; one line
             naming the argument or key, and what to change.
 
-    Example:
-
-    ```python
-    class Wrapper(tapefit.TapeModel):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def call(self, x):
-            return self.inner(x)
-
-    check_rebuildable(Wrapper(keras.Sequential([keras.layers.Dense(1)])))  # passes
-    ```
+    Examples:
+        >>> import tapefit
+        >>> class Wrapper(tapefit.TapeModel):
+        ...     def __init__(self, inner):
+        ...         super().__init__()
+        ...         self.inner = inner
+        ...
+        ...     def call(self, x):
+        ...         return self.inner(x)
+        >>> inner = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+        >>> check_rebuildable(Wrapper(inner))  # passes: nothing is printed or raised
     """
     if type(model) in (Functional, keras.Sequential):
         return  # Keras' own configs

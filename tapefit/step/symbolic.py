@@ -62,9 +62,19 @@ class SymbolicBuild:
             self._post_build()
 
     def build_from_batch(self, batch: Any) -> None:
-        """Build every layer from a batch of `KerasTensor`s, without running anything: through
-        `test_step` (so a loss's own layers are built too), or, for a model whose own
-        `train_step` needs no compiled loss, through `call` on the batch's inputs."""
+        """Build every layer from a batch of `KerasTensor`s, without running anything.
+
+        The build goes through `test_step` (so a loss's own layers are built too), or, for a
+        model whose own `train_step` needs no compiled loss, through `call` on the batch's
+        inputs. TapeModel builds this way under `tf.distribute`, from the dataset's element
+        spec.
+
+        Args:
+            batch: A batch as the dataset yields it, of `keras.KerasTensor`s.
+
+        Raises:
+            ValueError: the step cannot run on the batch (Keras' error, re-raised).
+        """
         try:
             compute_output_spec(self.test_step, batch)
         except ValueError as error:
@@ -82,8 +92,14 @@ class SymbolicBuild:
         return super()._make_function(self._marking_built(step_function))
 
     def mark_built(self, x: Any) -> None:
-        """Count the model as built (its step built every layer) and record `x`'s shape, when
-        it is one tensor, so a reloaded model builds from `call(x)` before its weights load."""
+        """Count the model as built, its step having built every layer.
+
+        `x`'s shape is recorded when it is one tensor, so that a reloaded model builds from
+        `call(x)` before its weights load.
+
+        Args:
+            x: The inputs of the batch the step was traced with.
+        """
         self.built = True
         if hasattr(x, "shape") and hasattr(x, "dtype"):
             self._build_shapes_dict = {"input_shape": (None, *tuple(x.shape)[1:])}

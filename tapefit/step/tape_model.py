@@ -46,7 +46,24 @@ from tapefit.step.tools import (
 
 
 class StepOutput(NamedTuple):
-    """What `TapeModel.forward` returns: the loss to minimise and what the metrics need."""
+    """What `TapeModel.forward` returns: the loss to minimise and what the metrics need.
+
+    Keeping the loss and the metrics' inputs apart lets `forward` differentiate something
+    other than what the metrics compare (a Siamese loss sees pair embeddings, its metrics the
+    cosine scores). The step differentiates `loss` and passes the rest to `compute_metrics`.
+
+    Attributes:
+        loss: The scalar loss of the batch, as on one device (the mean over the batch).
+        y: The targets the compiled metrics compare with (None: no target metrics).
+        y_pred: The predictions the compiled metrics read.
+        sample_weight: Per-sample weights for the metrics, if the data carry them.
+
+    Examples:
+        >>> import tapefit
+        >>> out = tapefit.StepOutput(loss=0.5, y=[1], y_pred=[0.9])
+        >>> out.loss, out.sample_weight
+        (0.5, None)
+    """
 
     loss: Any
     y: Any = None
@@ -73,25 +90,45 @@ def _has_functional_arguments(args: tuple, kwargs: dict) -> bool:
 class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
     """A `keras.Model` trained by an explicit GradientTape step that behaves like Keras' own.
 
-    Subclass it and define `call` (and, when the loss needs more than `compile`'s loss, override
-    `forward`), or pass `inputs, outputs` as for a functional `keras.Model`. `fit`, `evaluate`,
-    `predict`, callbacks, `History`, TensorBoard, mixed precision and `tf.distribute` all work.
+    The step is tape code you can read and change (a loss that needs more than `call`'s
+    output, several optimizers, gradient surgery) while `fit`, `evaluate`, `predict`,
+    callbacks, `History`, TensorBoard, mixed precision and `tf.distribute` keep working as for
+    any `keras.Model`. Subclass it and define `call` (and, when the loss needs more than
+    `compile`'s loss, override `forward`), or pass `inputs, outputs` as for a functional
+    `keras.Model`.
 
-    Example:
+    Args:
+        *args: `inputs, outputs` for a functional model (they may also be given by keyword),
+            otherwise `keras.Model`'s own positional arguments.
+        functional_network: A functional `keras.Model` to wrap; what `from_config` passes
+            back. Give `inputs, outputs` instead.
+        **kwargs: `keras.Model`'s keyword arguments (`name`, `trainable`, `dtype`, ...).
 
-    ```python
-    class Regressor(tapefit.TapeModel):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.dense = keras.layers.Dense(1)
+    Examples:
+        A subclassed model:
 
-        def call(self, x, training=False):
-            return self.dense(x)
+        >>> import keras, numpy as np, tapefit
+        >>> class Regressor(tapefit.TapeModel):
+        ...     def __init__(self, **kwargs):
+        ...         super().__init__(**kwargs)
+        ...         self.dense = keras.layers.Dense(1)
+        ...
+        ...     def call(self, x, training=False):
+        ...         return self.dense(x)
+        >>> model = Regressor()
+        >>> model.compile(optimizer="sgd", loss="mse")
+        >>> x, y = np.ones((8, 2)), np.ones((8, 1))
+        >>> history = model.fit(x, y, epochs=2, verbose=0)
+        >>> len(history.history["loss"])
+        2
 
-    model = Regressor()
-    model.compile(optimizer="adam", loss="mse")
-    model.fit(x, y, epochs=2)
-    ```
+        A functional one, as `keras.Model(inputs, outputs)`:
+
+        >>> inputs = keras.Input((2,))
+        >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+        >>> model.compile(optimizer="sgd", loss="mse")
+        >>> model.evaluate(x, y, verbose=0) >= 0.0
+        True
     """
 
     def __new__(cls, *args: Any, **kwargs: Any) -> TapeModel:
@@ -121,7 +158,22 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         self._functional_network = functional_network
 
     def call(self, inputs: Any, training: bool | None = None) -> Any:
-        """Run the wrapped functional network; subclasses define their own `call`."""
+        """Run the wrapped functional network; subclasses define their own `call`.
+
+        A functional `TapeModel(inputs, outputs)` computes its outputs here; a subclass
+        replaces this method as it would `keras.Model.call`.
+
+        Args:
+            inputs: A batch of inputs, structured as the network's `inputs`.
+            training: Whether layers such as dropout run in training mode.
+
+        Returns:
+            The network's outputs for `inputs`.
+
+        Raises:
+            NotImplementedError: a subclass without a `call` of its own and no functional
+                network to run.
+        """
         if self._functional_network is None:
             raise NotImplementedError(
                 f"{type(self).__name__} has no call(): define call() in the subclass "
@@ -141,15 +193,47 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         gradient_telemetry: str = "off",
         **kwargs: Any,
     ) -> None:
-        """`keras.Model.compile`, plus:
+        """Configure the model for training: `keras.Model.compile` plus the step's policies.
+
+        The policies say what the step does when something goes wrong that Keras' own step
+        passes over silently (a variable the loss never reaches, a NaN loss), and what it
+        records for `StepTelemetry`; several optimizers let a step update parts of the
+        model separately (a GAN's generator and discriminator).
 
         Args:
-            optimizer: one optimizer, or a dict `{name: optimizer}` for steps that update parts
-                of the model separately (the first is `self.optimizer`, which counts steps).
-            on_missing_gradients: `error` (default) or `warn` when a variable gets no gradient.
-            allow_missing_gradients: variable paths (fnmatch patterns) allowed to get none.
-            on_nonfinite: `ignore` (Keras' behaviour), `skip` or `stop` for NaN/inf steps.
+            optimizer: One optimizer (name, instance or config), or a dict
+                `{name: optimizer}` for steps that update parts of the model separately; the
+                first is `self.optimizer`, which counts the steps.
+            loss: The loss `compute_loss` applies to `call`'s output, as in Keras.
+            on_missing_gradients: `error` (default) or `warn` when a variable gets no
+                gradient.
+            allow_missing_gradients: Variable paths (fnmatch patterns) allowed to get none.
+            on_nonfinite: `ignore` (Keras' behaviour), `skip` (the optimizer step is left out
+                and counted) or `stop` (training ends with an error naming the step) for
+                NaN/inf losses or gradients.
             gradient_telemetry: `off`, `norm` or `histograms`: what `StepTelemetry` can read.
+            **kwargs: `keras.Model.compile`'s other arguments (`metrics`, `jit_compile`,
+                `steps_per_execution`, ...).
+
+        Raises:
+            TapefitError: `optimizer` is an empty dict, or a policy is not one of its values.
+
+        Examples:
+            >>> import keras, tapefit
+            >>> inputs = keras.Input((2,))
+            >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+            >>> model.compile(
+            ...     optimizer={"main": "adam", "slow": keras.optimizers.SGD(0.01)},
+            ...     loss="mse",
+            ...     on_nonfinite="skip",
+            ...     allow_missing_gradients=["*/bias"],
+            ... )
+            >>> sorted(model.optimizers)
+            ['main', 'slow']
+            >>> model.compile(optimizer="sgd", on_nonfinite="retry")
+            Traceback (most recent call last):
+            ...
+            tapefit.errors.TapefitError: on_nonfinite='retry' is unknown: choose one of ...
         """
         named = dict(optimizer) if isinstance(optimizer, dict) else {"optimizer": optimizer}
         if not named:
@@ -184,7 +268,20 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
 
     @property
     def optimizers(self) -> dict[str, keras.optimizers.Optimizer]:
-        """Every optimizer by name (`{"optimizer": self.optimizer}` for a single one)."""
+        """Every optimizer by name (`{"optimizer": self.optimizer}` for a single one).
+
+        The first is `self.optimizer`; the names are those given to
+        `compile(optimizer={...})`, which `get_optimizer` and the gradient helpers take.
+        The attribute is read-only: a subclass cannot assign its own `optimizers`.
+
+        Examples:
+            >>> import keras, tapefit
+            >>> inputs = keras.Input((2,))
+            >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+            >>> model.compile(optimizer="adam", loss="mse")
+            >>> list(model.optimizers)
+            ['optimizer']
+        """
         names = getattr(self, "_optimizer_names", ["optimizer"])
         return {names[0]: self.optimizer, **getattr(self, "_extra_optimizers", {})}
 
@@ -196,7 +293,29 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         )
 
     def get_optimizer(self, name: str | None = None) -> keras.optimizers.Optimizer:
-        """The optimizer called `name` (`None`: `self.optimizer`)."""
+        """The optimizer called `name` in `compile(optimizer={...})`.
+
+        A step that updates parts of the model separately looks its optimizers up by name.
+
+        Args:
+            name: A name given to `compile`; None: `self.optimizer`, the first.
+
+        Returns:
+            The optimizer (a `LossScaleOptimizer` under `mixed_float16`).
+
+        Raises:
+            TapefitError: no optimizer has that name.
+
+        Examples:
+            >>> import keras, tapefit
+            >>> inputs = keras.Input((2,))
+            >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+            >>> model.compile(optimizer={"generator": "adam", "critic": "sgd"}, loss="mse")
+            >>> model.get_optimizer("critic") is model.optimizers["critic"]
+            True
+            >>> model.get_optimizer() is model.optimizer is model.get_optimizer("generator")
+            True
+        """
         if name is None:
             return self.optimizer
         optimizers = self.optimizers
@@ -208,8 +327,16 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         return optimizers[name]
 
     def get_compile_config(self) -> dict:
-        """Keras' compile config plus which variables each optimizer updates, as positions in
-        `trainable_variables` (layer names are not stable across instances), for reloading."""
+        """Keras' compile config plus which variables each optimizer updates.
+
+        The variables are given as positions in `trainable_variables` (layer names are not
+        stable across instances), so that `compile_from_config` can build every optimizer
+        and a `.keras` file reloads all optimizer states.
+
+        Returns:
+            Keras' compile config with an `optimizer_variables` entry (empty before
+            `compile`).
+        """
         config = super().get_compile_config()
         if config:
             position = {id(v): i for i, v in enumerate(self.trainable_variables)}
@@ -227,8 +354,15 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         return config
 
     def compile_from_config(self, config: dict) -> None:
-        """Recompile from a `.keras` file and build every optimizer on the variables it had,
-        so all optimizer states reload."""
+        """Recompile from a `.keras` file and build every optimizer on the variables it had.
+
+        Building the optimizers before the weights load is what lets every optimizer's state
+        (not only the first's) reload. A subclass with a `compile` of its own is not
+        recompiled (as Keras does): a warning says so.
+
+        Args:
+            config: What `get_compile_config` returned when the model was saved.
+        """
         if type(self).compile is not TapeModel.compile:
             # As Keras does for a custom compile(): its signature is the subclass's own, so
             # the saved arguments may not fit it. The weights load; compile again by hand.
@@ -257,8 +391,30 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         sample_weight: Any = None,
         training: bool = True,
     ) -> Any:
-        """Keras' compiled loss plus `self.losses`, as on one device (Keras divides it by the
-        replica count under `tf.distribute`; TapeModel's step does that for every loss)."""
+        """Keras' compiled loss plus `self.losses`, as on one device.
+
+        Keras divides this loss by the replica count under `tf.distribute`; TapeModel undoes
+        that here, because its step scales every loss it differentiates (yours in `forward`
+        too) when it takes the gradient.
+
+        Args:
+            x: The batch's inputs.
+            y: The targets.
+            y_pred: The model's predictions.
+            sample_weight: Per-sample weights, if any.
+            training: Whether the loss is computed for a training step.
+
+        Returns:
+            The scalar loss: the mean over the batch this replica sees.
+
+        Examples:
+            >>> import keras, numpy as np, tapefit
+            >>> inputs = keras.Input((1,))
+            >>> model = tapefit.TapeModel(inputs, inputs)
+            >>> model.compile(loss="mse")
+            >>> float(model.compute_loss(y=np.zeros((2, 1)), y_pred=np.full((2, 1), 2.0)))
+            4.0
+        """
         loss = super().compute_loss(
             x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training
         )
@@ -268,9 +424,33 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
     def forward(self, data: Any, training: bool) -> StepOutput:
         """Map one batch to its loss (and y, y_pred, sample_weight for the metrics).
 
-        Runs inside the tape during training, so everything that must be differentiated belongs
-        here. Return the loss as on one device: a float scalar, the mean over this batch. The
-        default is Keras' own: `self(x)` then `compute_loss` (compiled loss plus `self.losses`).
+        The one method to override for a loss that needs more than `compile`'s loss of
+        `call`'s output. It runs inside the tape during training, so everything that must be
+        differentiated belongs here, and `test_step` runs it too. Return the loss as on one
+        device: a float scalar, the mean over this batch. The default is Keras' own:
+        `self(x)` then `compute_loss` (compiled loss plus `self.losses`).
+
+        Args:
+            data: One batch as the dataset yields it: `x`, `(x, y)` or
+                `(x, y, sample_weight)`.
+            training: True in `train_step` (inside the tape), False in `test_step`.
+
+        Returns:
+            The loss and what the compiled metrics compare.
+
+        Examples:
+            >>> import keras, numpy as np, tensorflow as tf, tapefit
+            >>> class Penalised(tapefit.TapeModel):
+            ...     def forward(self, data, training):
+            ...         out = super().forward(data, training)
+            ...         penalty = tf.add_n([tf.reduce_sum(w**2) for w in self.trainable_weights])
+            ...         return out._replace(loss=out.loss + 0.01 * penalty)
+            >>> inputs = keras.Input((2,))
+            >>> model = Penalised(inputs, keras.layers.Dense(1)(inputs))
+            >>> model.compile(optimizer="sgd", loss="mse")
+            >>> out = model.forward((np.ones((4, 2)), np.ones((4, 1))), training=False)
+            >>> tuple(out.y_pred.shape), tuple(out.loss.shape)
+            ((4, 1), ())
         """
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         y_pred = self(x, training=training)
@@ -282,8 +462,26 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
 
     # -- public helpers for subclasses that write their own train_step ----------------------
     def track_loss(self, loss: Any, x: Any) -> None:
-        """Add a batch's loss (as on one device) to the running `loss` metric; with
-        `on_nonfinite` `skip` or `stop`, a NaN/inf loss is left out as its step is."""
+        """Add a batch's loss (as on one device) to the running `loss` metric.
+
+        A `train_step` of your own calls it so that `fit`'s logs and `History` show the loss
+        as Keras' own step would (weighted by the batch size). With `on_nonfinite` `skip` or
+        `stop`, a NaN/inf loss is left out, as its step is.
+
+        Args:
+            loss: The batch's scalar loss.
+            x: The batch's inputs; their first dimension is the loss's weight.
+
+        Examples:
+            >>> import keras, numpy as np, tapefit
+            >>> inputs = keras.Input((2,))
+            >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+            >>> model.compile(optimizer="sgd", loss="mse")
+            >>> model.track_loss(2.0, np.ones((4, 2)))
+            >>> model.track_loss(5.0, np.ones((2, 2)))
+            >>> float(model.metrics[0].result())  # the `loss` metric: (4 * 2 + 2 * 5) / 6
+            3.0
+        """
         if self._loss_tracker is None:
             return
         weight = batch_size_of(x)
@@ -294,8 +492,30 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         self._loss_tracker.update_state(loss, sample_weight=weight)
 
     def gradient_scale(self, optimizer: str | None = None) -> Any:
-        """What the gradient of a one-device loss is multiplied by before `optimizer` sees it:
-        1/replicas under `tf.distribute`, times the loss scale under `mixed_float16` (None: 1)."""
+        """What the gradient of a one-device loss is multiplied by before `optimizer` sees it.
+
+        A step that calls `tape.gradient` itself passes this as `output_gradients`, so that
+        its gradients are those `apply_tape_gradients` would compute: 1/replicas under
+        `tf.distribute`, times the loss scale under `mixed_float16`.
+
+        Args:
+            optimizer: The optimizer's name in `compile`; None: `self.optimizer`.
+
+        Returns:
+            A float32 scalar tensor, or None when the factor is 1 (one replica, no loss
+            scaling).
+
+        Raises:
+            TapefitError: no optimizer has that name.
+
+        Examples:
+            >>> import keras, tapefit
+            >>> inputs = keras.Input((2,))
+            >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+            >>> model.compile(optimizer="sgd", loss="mse")
+            >>> model.gradient_scale() is None  # one device, float32
+            True
+        """
         replicas, scaled = replicas_in_sync(), is_loss_scaled(self.get_optimizer(optimizer))
         if replicas == 1 and not scaled:
             return None
@@ -309,11 +529,38 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         variables: Sequence[Any] | None = None,
         optimizer: str | None = None,
     ) -> list:
-        """Differentiate `loss` (as on one device) with respect to `variables` (default: all
-        trainable ones) and apply the gradients with the optimizer called `optimizer`.
+        """Differentiate `loss` and apply the gradients with the optimizer called `optimizer`.
 
-        Scaling for `tf.distribute` and mixed precision happens here; returns the gradients as
-        the optimizer received them.
+        The helper a `train_step` of your own calls instead of `tape.gradient` and
+        `optimizer.apply`: the scaling for `tf.distribute` and mixed precision and the
+        `compile` policies (missing gradients, non-finite steps, telemetry) happen here, as
+        in TapeModel's own step.
+
+        Args:
+            tape: The tape the loss was computed under.
+            loss: The scalar loss, as on one device (the mean over the replica's batch).
+            variables: The variables to update; None: all trainable ones.
+            optimizer: The optimizer's name in `compile`; None: `self.optimizer`.
+
+        Returns:
+            The gradients as the optimizer received them (empty when there are no
+            variables to update, with a warning).
+
+        Raises:
+            TapefitError: `loss` is not a floating scalar, a variable gets no gradient under
+                `on_missing_gradients="error"`, or no optimizer has that name.
+
+        Examples:
+            >>> import keras, numpy as np, tensorflow as tf, tapefit
+            >>> inputs = keras.Input((2,))
+            >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+            >>> model.compile(optimizer="sgd", loss="mse")
+            >>> batch = (np.ones((4, 2)), np.ones((4, 1)))
+            >>> with tf.GradientTape() as tape:
+            ...     loss = model.forward(batch, training=True).loss
+            >>> gradients = model.apply_tape_gradients(tape, loss)
+            >>> len(gradients), int(model.optimizer.iterations)
+            (2, 1)
         """
         variables = list(self.trainable_weights if variables is None else variables)
         if not variables:
@@ -328,8 +575,35 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
     def apply_gradients(
         self, gradients: Sequence[Any], variables: Sequence[Any], optimizer: str | None = None
     ) -> None:
-        """Apply gradients of a one-device loss that were computed already (accumulation,
-        gradient surgery), with the same scaling and checks as `apply_tape_gradients`."""
+        """Apply gradients of a one-device loss that were computed already.
+
+        For steps that change the gradients between the tape and the optimizer
+        (accumulation, gradient surgery): the same scaling and checks as
+        `apply_tape_gradients`, which are then not lost.
+
+        Args:
+            gradients: One gradient per variable (None where the loss does not reach it),
+                unscaled, as `tape.gradient` returns them.
+            variables: The variables the gradients belong to.
+            optimizer: The optimizer's name in `compile`; None: `self.optimizer`.
+
+        Raises:
+            TapefitError: a variable has no gradient under `on_missing_gradients="error"`,
+                or no optimizer has that name.
+
+        Examples:
+            >>> import keras, numpy as np, tensorflow as tf, tapefit
+            >>> inputs = keras.Input((2,))
+            >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+            >>> model.compile(optimizer="sgd", loss="mse")
+            >>> with tf.GradientTape() as tape:
+            ...     loss = model.forward((np.ones((4, 2)), np.ones((4, 1))), training=True).loss
+            >>> gradients = tape.gradient(loss, model.trainable_variables)
+            >>> clipped = [tf.clip_by_norm(g, 1.0) for g in gradients]
+            >>> model.apply_gradients(clipped, model.trainable_variables)
+            >>> int(model.optimizer.iterations)
+            1
+        """
         scale = self.gradient_scale(optimizer)
         if scale is not None:
             gradients = [None if g is None else g * tf.cast(scale, g.dtype) for g in gradients]
@@ -368,9 +642,22 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
 
     # -- fit: the guard a stop needs -----------------------------------------------------------
     def fit(self, *args: Any, **kwargs: Any) -> Any:
-        """Keras' `fit`, plus a `NonFiniteGuard` when `compile(on_nonfinite=...)` asks to stop
-        at (or count) non-finite steps and the callbacks hold none: the step only skips, and
-        the guard is what stops training with the epoch and step."""
+        """Keras' `fit`, plus the guard `compile(on_nonfinite=...)` needs.
+
+        With `on_nonfinite` `skip` or `stop` a `NonFiniteGuard` callback is added unless the
+        callbacks hold one: the step only skips a non-finite step, and the guard is what
+        stops training with the epoch and step (`stop`) or logs `skipped_steps` (`skip`).
+
+        Args:
+            *args: `keras.Model.fit`'s positional arguments (`x`, `y`, `batch_size`, ...).
+            **kwargs: `keras.Model.fit`'s keyword arguments.
+
+        Returns:
+            Keras' `History`.
+
+        Raises:
+            TapefitError: with `on_nonfinite="stop"`, at the first non-finite step.
+        """
         if len(args) > 5:  # callbacks given by position, as Keras' signature allows
             args = (*args[:5], self._with_guard(args[5]), *args[6:])
         else:
@@ -388,7 +675,22 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
 
     # -- the steps --------------------------------------------------------------------------
     def train_step(self, data: Any) -> dict:
-        """One optimisation step: forward and loss inside the tape, then apply the gradients."""
+        """One optimisation step: forward and loss inside the tape, then apply the gradients.
+
+        Written in the order of Keras' own TensorFlow step, so `fit` gives the same results;
+        override `forward` rather than this, or write your own with `apply_tape_gradients`.
+
+        Args:
+            data: One batch as the dataset yields it: `x`, `(x, y)` or
+                `(x, y, sample_weight)`.
+
+        Returns:
+            The metrics' current results by name (`loss` first): what `fit` logs.
+
+        Raises:
+            TapefitError: `forward`'s loss is not a floating scalar, or a variable gets no
+                gradient under `on_missing_gradients="error"`.
+        """
         x = keras.utils.unpack_x_y_sample_weight(data)[0]
         with tf.GradientTape() as tape:
             out = self.forward(data, training=True)
@@ -398,7 +700,20 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         return self.compute_metrics(x, out.y, out.y_pred, sample_weight=out.sample_weight)
 
     def test_step(self, data: Any) -> dict:
-        """One evaluation step: the same forward pass without the tape."""
+        """One evaluation step: the same `forward` pass, without the tape.
+
+        `evaluate` and the validation of `fit` run it, so validation sees the training loss.
+
+        Args:
+            data: One batch as the dataset yields it: `x`, `(x, y)` or
+                `(x, y, sample_weight)`.
+
+        Returns:
+            The metrics' current results by name (`loss` first).
+
+        Raises:
+            TapefitError: `forward`'s loss is not a floating scalar.
+        """
         x = keras.utils.unpack_x_y_sample_weight(data)[0]
         out = self.forward(data, training=False)
         self.track_loss(checked_loss(out.loss), x)
@@ -406,12 +721,38 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
 
     # -- saving -----------------------------------------------------------------------------
     def save(self, filepath: Any, overwrite: bool = True, zipped: bool | None = None, **kwargs):
-        """Keras' `save`, refusing (one line, nothing written) a `.keras` file whose config
-        cannot rebuild the model: a file tapefit writes loads again.
+        """Keras' `save`, refusing a `.keras` file whose config cannot rebuild the model.
+
+        Keras writes such a file and fails only when it is loaded; tapefit refuses it at
+        save time (one line, nothing written), so a file tapefit writes loads again.
+
+        Args:
+            filepath: Where to save; a `.keras` path is checked first.
+            overwrite: Whether to replace an existing file.
+            zipped: Whether Keras zips the `.keras` file (None: Keras' default).
+            **kwargs: Keras' other `save` arguments.
+
+        Returns:
+            What `keras.Model.save` returns.
 
         Raises:
-            UnsaveableModelError: the model's config cannot rebuild it; the message says why and how
-                to fix it.
+            UnsaveableModelError: the model's config cannot rebuild it; the message says why
+                and how to fix it.
+
+        Examples:
+            >>> import keras, tapefit
+            >>> class Scaled(tapefit.TapeModel):
+            ...     def __init__(self, factor, **kwargs):
+            ...         super().__init__(**kwargs)
+            ...         self.dense = keras.layers.Dense(1)
+            ...         self.factor = factor
+            ...
+            ...     def call(self, x, training=False):
+            ...         return self.factor * self.dense(x)
+            >>> Scaled(factor=object()).save("scaled.keras")
+            Traceback (most recent call last):
+            ...
+            tapefit.errors.UnsaveableModelError: Scaled cannot be saved ...
         """
         if str(filepath).endswith(".keras"):
             check_rebuildable(self)
@@ -421,10 +762,15 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
     # subclass that writes its own.
     @python_utils.default
     def get_config(self) -> dict:
-        """The wrapped functional network's config, or the constructor's arguments as passed
-        for a subclass without a get_config of its own (sub-models, layers, losses and metrics
-        serialised; Keras would refuse such a model, or record the defaults of optional
-        arguments instead of the values passed).
+        """The config `from_config` rebuilds the model from, for `.keras` files and clones.
+
+        For `TapeModel(inputs, outputs)`, the wrapped functional network's config; for a
+        subclass without a `get_config` of its own, the constructor's arguments as passed
+        (sub-models, layers, losses and metrics serialised), where Keras would refuse such a
+        model, or record the defaults of optional arguments instead of the values passed.
+
+        Returns:
+            A JSON-serialisable dict.
 
         Raises:
             NotImplementedError: an argument cannot be serialised, or was passed as
@@ -450,9 +796,30 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
 
     @classmethod
     def from_config(cls, config: dict, custom_objects: dict | None = None) -> TapeModel:
-        """Rebuild a model from `get_config`'s config: its Keras objects deserialised, the
-        rest passed to the constructor, `name`/`trainable` set afterwards when the
-        constructor cannot take them."""
+        """Rebuild a model from `get_config`'s config, as `keras.saving.load_model` does.
+
+        The config's Keras objects are deserialised and the rest passed to the constructor;
+        `name`/`trainable` are set afterwards when the constructor cannot take them.
+
+        Args:
+            config: What `get_config` returned.
+            custom_objects: Classes and functions the config names that Keras does not know.
+
+        Returns:
+            A new model of this class with fresh weights (a `.keras` file loads the saved
+            ones into it afterwards).
+
+        Raises:
+            TypeError: the constructor does not accept the config's arguments.
+
+        Examples:
+            >>> import keras, tapefit
+            >>> inputs = keras.Input((2,))
+            >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+            >>> clone = tapefit.TapeModel.from_config(model.get_config())
+            >>> [w.shape for w in clone.get_weights()]
+            [(2, 1), (1,)]
+        """
         keywords, attributes = constructor_keywords(config, custom_objects)
         if "functional_network" in keywords:
             keywords["functional_network"] = keras.saving.deserialize_keras_object(

@@ -52,12 +52,11 @@ def resolve_direction(name: str, configured: str, key: str) -> str:
     Raises:
         TapefitError: `auto` for a name whose direction is not known.
 
-    Example:
-
-    ```python
-    assert resolve_direction("val_cosine_similarity", "auto", "objective_direction") == "max"
-    assert resolve_direction("val_agreement", "max", "objective_direction") == "max"
-    ```
+    Examples:
+        >>> resolve_direction("val_cosine_similarity", "auto", "objective_direction")
+        'max'
+        >>> resolve_direction("val_agreement", "max", "objective_direction")
+        'max'
     """
     mode = MonitorMode(configured).value
     if mode != MonitorMode.auto.value:

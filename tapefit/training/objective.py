@@ -17,13 +17,12 @@ class Objective:
     """The run's objective, resolved once: which metric, whether higher is better, and which
     epoch's value counts. Selection, callbacks, both tuners and the summaries read it here.
 
-    Example:
-
-    ```python
-    objective = Objective("val_accuracy", "max")
-    assert objective.value_in({"val_accuracy": [0.5, 0.9, 0.9]}, {}) == (0.9, 2)
-    assert objective.better(0.9, 0.5) and objective.worst == -math.inf
-    ```
+    Examples:
+        >>> objective = Objective("val_accuracy", "max")
+        >>> objective.value_in({"val_accuracy": [0.5, 0.9, 0.9]}, {})
+        (0.9, 2)
+        >>> objective.better(0.9, 0.5), objective.worst
+        (True, -inf)
     """
 
     name: str

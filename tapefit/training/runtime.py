@@ -42,7 +42,8 @@ def set_precision(precision: str) -> None:
     if precision == "mixed_bfloat16" and on_cpu and cpu_has_amx_bfloat16() is False:
         warnings.warn(
             "mixed_bfloat16 on a CPU without AMX trained slower than float32 in tapefit's "
-            "measurements (README, Benchmark): use float32 unless you measured otherwise",
+            "measurements (docs/explanation/benchmark.md): use float32 unless you measured "
+            "otherwise",
             stacklevel=2,
         )
     if precision == "mixed_float16" and on_cpu:

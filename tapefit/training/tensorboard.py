@@ -12,7 +12,10 @@ log = logging.getLogger("tapefit")
 
 
 class StepTensorBoard(keras.callbacks.TensorBoard):
-    """`keras.callbacks.TensorBoard` with two changes:
+    """`keras.callbacks.TensorBoard` made step-exact for a TapeModel, with its graph written.
+
+    It takes `keras.callbacks.TensorBoard`'s arguments (`log_dir`, `histogram_freq`,
+    `write_graph`, `update_freq`, `profile_batch`, ...) and changes two things:
 
     - `batch_*` scalars (`update_freq="batch"` or N) are written at the optimizer step, as
       `step/*` telemetry and Keras' own `evaluation_*_vs_iterations` are: Keras counts its
@@ -21,6 +24,19 @@ class StepTensorBoard(keras.callbacks.TensorBoard):
     - `write_graph=True` writes the graph of the traced training step (Keras 3 finds none to
       write for a model whose `train_function` is not itself a `tf.function`; TensorBoard's
       Graphs tab then says "No graph definition files were found").
+
+    Examples:
+        >>> from pathlib import Path
+        >>> import keras, numpy as np, tapefit
+        >>> from tapefit.training.tensorboard import StepTensorBoard
+        >>> inputs = keras.Input((2,))
+        >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+        >>> model.compile(optimizer="sgd", loss="mse")
+        >>> board = StepTensorBoard(log_dir="logs", update_freq="batch")
+        >>> x, y = np.ones((16, 2)), np.ones((16, 1))
+        >>> _ = model.fit(x, y, epochs=1, validation_split=0.25, callbacks=[board], verbose=0)
+        >>> sorted(path.name for path in Path("logs").iterdir())
+        ['train', 'validation']
     """
 
     def on_train_begin(self, logs: dict | None = None) -> None:
@@ -57,9 +73,12 @@ class StepTensorBoard(keras.callbacks.TensorBoard):
 
 
 def stop_collecting_graphs() -> None:
-    """End the graph collection `tf.summary.trace_on(graph=True)` started: `trace_export` and
-    `trace_off` leave it on (TF 2.21), and every later function call then keeps its graph,
-    about 5 MB a small trial (measured over ten sweep trials after a traced run)."""
+    """End the graph collection `tf.summary.trace_on(graph=True)` started.
+
+    `trace_export` and `trace_off` leave it on (TF 2.21), and every later function call then
+    keeps its graph, about 5 MB a small trial (measured over ten sweep trials after a traced
+    run).
+    """
     from tensorflow.python.eager import context
 
     context.context().disable_graph_collection()

@@ -1,7 +1,7 @@
 """A user's own model and loader, in a project outside tapefit, through every entry point of the
 real CLI: run, resume after SIGKILL, search, multirun, multi-worker launch, several optimizers,
-and one-line errors. The project's files and commands are read from the README's section
-"Your own model, from one file to a sweep", so the README and this test cannot drift apart."""
+and one-line errors. The project's files and commands are read from the tutorial page
+docs/tutorials/your-own-model.md, so the page and this test cannot drift apart."""
 
 import importlib
 import json
@@ -19,8 +19,7 @@ import pytest
 
 from tests.helpers import REPO, scalar_tags
 
-SECTION = (REPO / "README.md").read_text().split("## Your own model, from one file to a sweep")[1]
-SECTION = SECTION.split("\n## ")[0]
+SECTION = (REPO / "docs" / "tutorials" / "your-own-model.md").read_text()
 FILES = {
     re.match(r"# (\S+?),? ", block.splitlines()[0] + " ").group(1): block
     for block in re.findall(r"```(?:py|yaml)\n(.*?)```", SECTION, flags=re.S)
@@ -52,7 +51,7 @@ class KillAtEpoch(keras.callbacks.Callback):
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    """The README's project files in a folder outside tapefit, plus a copy of the WGAN-GP."""
+    """The tutorial's project files in a folder outside tapefit, plus a copy of the WGAN-GP."""
     root = tmp_path_factory.mktemp("user_project")
     for name, text in FILES.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +62,7 @@ def project(tmp_path_factory):
 
 
 def command(index: int) -> list[str]:
-    """README command `index` as an argument list for this interpreter."""
+    """The tutorial's command `index` as an argument list for this interpreter."""
     words = shlex.split(COMMANDS[index])
     if words[0] == "python":
         return [sys.executable, *words[1:]]

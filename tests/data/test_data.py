@@ -114,7 +114,8 @@ def test_fractions_outside_zero_one_are_rejected(compose, tmp_path):
 
 
 def test_pipelines_run_without_the_autotuner_and_keep_every_sample():
-    # The autotuner's thread made each iterator's teardown wait seconds (README, Fast defaults).
+    # The autotuner's thread made each iterator's teardown wait seconds
+    # (docs/explanation/benchmark.md, Fast defaults).
     from tapefit.data.pipeline import make_pipeline
 
     arrays = (np.arange(10, dtype="float32"), np.arange(10))

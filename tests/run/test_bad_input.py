@@ -1,5 +1,5 @@
-"""The bad-input table (README): each case stops with one line saying what is wrong and how to
-fix it, status.json says failed, and nothing looks like a finished run."""
+"""The bad-input table (docs/reference/errors.md): each case stops with one line saying what
+is wrong and how to fix it, status.json says failed, and nothing looks like a finished run."""
 
 import json
 

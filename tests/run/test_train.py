@@ -142,7 +142,7 @@ def test_a_finished_run_leaves_none_of_its_traced_graphs_alive(compose, tmp_path
 
 
 def test_released_custom_gradients_frees_a_plain_keras_models_graphs():
-    """The README's advice for a user's own loop of Keras `fit` calls."""
+    """The advice in docs/how-to/sweeps.md for a user's own loop of Keras `fit` calls."""
     import keras
 
     from tapefit.training.runtime import released_custom_gradients

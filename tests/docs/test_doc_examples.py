@@ -1,0 +1,252 @@
+"""The documentation's examples run as written, so they cannot rot.
+
+Every page under `docs/` is read for its fenced blocks, in page order:
+
+- A ```` ```python ```` block is executed. A page's blocks run in order in one namespace (as
+  cells of one notebook), in a fresh temporary working directory that is also on `sys.path`
+  (a notebook started in a project folder). One test per page that has such blocks.
+- A ```` ```py ```` block is shown, never run (GPU or cluster code, snippets out of context).
+  When its first line names a relative file (`# my_project/data.py`), the block is written
+  to that file, without that line, before the blocks after it run; so are ```` ```yaml ````
+  and other data blocks headed the same way (`# conf/data/waves.yaml`). A page's Python can
+  then use the project files the page shows.
+- ```` ```bash ```` blocks are not run.
+- A `--8<-- "path"` or `--8<-- "path:section"` line in a ```` ```python ```` block (a
+  pymdownx snippet, as the site includes it) stands for that file, or its section between
+  `# --8<-- [start:section]` and `# --8<-- [end:section]`, paths from the repository root.
+- `<!-- check: EXPRESSION -->` after a block (invisible on the site) is evaluated in the
+  page's namespace when the page reaches it, and must be truthy: the example did what the
+  page says it does (wrote the file it names, trained, reloaded).
+
+A fast test, not marked slow, compiles every ```` ```python ```` block and every check
+without running anything.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+
+DOCS = REPO / "docs"
+OPENING = re.compile(r"^(?P<indent>[ ]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)")
+LANGUAGE = re.compile(r"\s*\{?\.?(?P<lang>[\w+-]*)")
+CHECK = re.compile(r"<!--\s*check:\s*(?P<expression>.*?)\s*-->", re.S)
+FILE_HEADER = re.compile(r"^#\s+(?P<path>[\w.-]+(?:/[\w.-]+)*\.[A-Za-z0-9]+)(?=[\s,:]|$)")
+SNIPPET = re.compile(
+    r'^(?P<indent>[ ]*)-{1,}8<-{1,}\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$'
+)
+DATA_LANGUAGES = {"py", "yaml", "yml", "toml", "json", "csv", "tsv", "text", "txt", "ini"}
+
+
+@dataclass(frozen=True)
+class Item:
+    """One thing a page asks of the harness, where it stands in the page.
+
+    Attributes:
+        kind: `python` (run it), `file` (write it), `check` (evaluate it) or `shown`.
+        line: The 1-based line of the page where the block's code or the check starts.
+        text: The code, the file's content, or the check's expression.
+        path: For a `file`, where it is written, relative to the working directory.
+    """
+
+    kind: str
+    line: int
+    text: str
+    path: str = ""
+
+
+def pages() -> list[Path]:
+    """Every Markdown page under `docs/`, sorted."""
+    return sorted(DOCS.rglob("*.md")) if DOCS.is_dir() else []
+
+
+def page_id(page: Path) -> str:
+    """The page's path relative to `docs/`, the test id."""
+    return page.relative_to(DOCS).as_posix()
+
+
+def _dedent(lines: list[str], indent: int) -> str:
+    """The lines without the fence's indentation (a block inside an admonition or a list)."""
+    return "".join(line[indent:] if not line[:indent].strip() else line for line in lines)
+
+
+def _snippet(path: str, section: str | None) -> str:
+    """The text pymdownx.snippets puts in place of `--8<-- "path:section"`."""
+    text = (REPO / path).read_text(encoding="utf-8")
+    if section is None:
+        return text
+    start, end = f"--8<-- [start:{section}]", f"--8<-- [end:{section}]"
+    assert start in text and end in text, f"{path} has no section {section!r}"
+    inside = text.split(start, 1)[1].split("\n", 1)[1].split(end, 1)[0]
+    return inside.rsplit("\n", 1)[0] + "\n"
+
+
+def _expand_snippets(code: str) -> str:
+    """`code` with every snippet line replaced by the text it includes."""
+    lines = []
+    for line in code.splitlines(keepends=True):
+        snippet = SNIPPET.match(line)
+        lines.append(_snippet(snippet["path"], snippet["section"]) if snippet else line)
+    return "".join(lines)
+
+
+def _block_item(lang: str, line: int, body: str) -> Item:
+    """A fenced block as a `python`, `file` or `shown` item (see the module docstring)."""
+    if lang == "python":
+        return Item("python", line, _expand_snippets(body))
+    header = FILE_HEADER.match(body)
+    if lang in DATA_LANGUAGES and header and ".." not in header["path"].split("/"):
+        return Item("file", line, body.split("\n", 1)[1] if "\n" in body else "", header["path"])
+    return Item("shown", line, body)
+
+
+def parse(text: str) -> list[Item]:
+    """The fenced blocks and checks of a Markdown page, in page order.
+
+    Args:
+        text: The page's Markdown.
+
+    Returns:
+        One `Item` per fenced block and per `<!-- check: ... -->` outside blocks.
+
+    Example:
+        >>> [item.kind for item in parse("```python\\nx = 1\\n```\\n<!-- check: x == 1 -->\\n")]
+        ['python', 'check']
+    """
+    lines = text.splitlines(keepends=True)
+    items: list[Item] = []
+    prose: list[tuple[int, str]] = []
+    index = 0
+    while index < len(lines):
+        opening = _fence(lines[index])
+        if not opening:
+            prose.append((index + 1, lines[index]))
+            index += 1
+            continue
+        indent, fence = len(opening["indent"]), opening["fence"]
+        closing = re.compile(rf"^[ ]{{0,{indent + 3}}}{re.escape(fence[0])}{{{len(fence)},}}\s*$")
+        end = index + 1
+        while end < len(lines) and not closing.match(lines[end]):
+            end += 1
+        body = _dedent(lines[index + 1 : end], indent)
+        language = LANGUAGE.match(opening["info"])["lang"].lower()
+        items.append(_block_item(language, index + 2, body))
+        index = end + 1
+    for start, chunk in _paragraphs(prose):
+        for match in CHECK.finditer(chunk):
+            line = start + chunk[: match.start()].count("\n")
+            items.append(Item("check", line, match["expression"]))
+    return sorted(items, key=lambda item: item.line)
+
+
+def _fence(line: str) -> re.Match[str] | None:
+    """The opening fence on `line`, or None. As in CommonMark, a backtick fence's info string
+    holds no backtick, so inline code at the start of a line (```` ```python ````) is prose."""
+    opening = OPENING.match(line)
+    if opening and opening["fence"][0] == "`" and "`" in opening["info"]:
+        return None
+    return opening
+
+
+def _paragraphs(prose: list[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """Runs of consecutive prose lines joined, with the line number of their first line."""
+    run: list[str] = []
+    start = 0
+    for number, line in prose:
+        if run and number != start + len(run):
+            yield start, "".join(run)
+            run = []
+        if not run:
+            start = number
+        run.append(line)
+    if run:
+        yield start, "".join(run)
+
+
+def items_of(page: Path) -> list[Item]:
+    """The items of one page."""
+    return parse(page.read_text(encoding="utf-8"))
+
+
+def runnable_pages() -> list[Path]:
+    """The pages with at least one ```` ```python ```` block."""
+    return [page for page in pages() if any(i.kind == "python" for i in items_of(page))]
+
+
+def _compiled(item: Item, page: Path) -> types.CodeType:
+    """The code object of a block or check, its line numbers those of the page."""
+    where = str(page.relative_to(REPO))
+    if item.kind == "check":
+        return compile("\n" * (item.line - 1) + f"({item.text})", where, "eval")
+    return compile("\n" * (item.line - 1) + item.text, where, "exec")
+
+
+def _forget_modules_under(folder: Path) -> None:
+    """Drop the modules imported from `folder` (a page's project files) from `sys.modules`."""
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if file and Path(file).resolve().is_relative_to(folder.resolve()):
+            del sys.modules[name]
+
+
+@pytest.fixture
+def restored_process_state() -> Iterator[None]:
+    """Put back the process-wide TensorFlow switches a page may flip (op determinism)."""
+    from tensorflow.python.framework import config as tf_config
+
+    deterministic = tf_config.is_op_determinism_enabled()
+    yield
+    if deterministic:
+        tf_config.enable_op_determinism()
+    else:
+        tf_config.disable_op_determinism()
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, id=page_id(p)) for p in pages()])
+def test_page_blocks_compile(page: Path) -> None:
+    """Every ```` ```python ```` block and check of `page` is valid Python, and every check
+    follows a block it can check."""
+    items = items_of(page)
+    for item in items:
+        if item.kind in ("python", "check"):
+            _compiled(item, page)
+        if item.kind == "check":
+            assert any(i.kind == "python" and i.line < item.line for i in items), (
+                f"{page_id(page)}:{item.line}: a check before any python block checks nothing"
+            )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [pytest.param(p, id=page_id(p)) for p in runnable_pages()])
+def test_page_examples_run(
+    page: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    restored_process_state: None,
+) -> None:
+    """Run `page`'s ```` ```python ```` blocks in order in one namespace in a fresh folder,
+    write its project files, and assert its checks."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    try:
+        for item in items_of(page):
+            if item.kind == "file":
+                target = tmp_path / item.path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(item.text, encoding="utf-8")
+            elif item.kind == "python":
+                exec(_compiled(item, page), namespace)
+            elif item.kind == "check":
+                value = eval(_compiled(item, page), namespace)
+                assert value, f"{page_id(page)}:{item.line}: check failed: {item.text}"
+    finally:
+        _forget_modules_under(tmp_path)
