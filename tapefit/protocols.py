@@ -16,6 +16,8 @@ Model (the class `model._target_` names, or the model it builds):
 - `report(data, run_dir)`: extra test metrics and files after training.
 - `serving_endpoints()`: `{name: (function, input specs)}` for `trainer.export=true`; without
   it, Keras' `model.export`.
+- `prediction_columns(x, y_pred)`: the columns `python -m tapefit.predict` writes for a batch;
+  without it, each output as `output` or `output_<i>`.
 
 Data (what the loader `data._target_` names returns):
 
@@ -51,6 +53,8 @@ class ModelHooks(Protocol):
     def report(self, data: Any, run_dir: Path) -> dict[str, Any]: ...
 
     def serving_endpoints(self) -> dict[str, tuple[Callable[..., Any], list[Any]]]: ...
+
+    def prediction_columns(self, x: Any, y_pred: Any) -> dict[str, Any]: ...
 
 
 class DataHooks(Protocol):

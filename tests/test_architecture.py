@@ -61,12 +61,13 @@ LAYERS = [
         "training.compiling",
         "training.building",
         "training.export",
+        "training.tracking",
         "sweeps.search_space",
     },
     {"sweeps.records"},
     {"runner"},
     {"sweeps.tuning", "sweeps.summary", "sweeps.trials", "sweeps.optuna_search"},
-    {"__init__", "__main__", "launch"},
+    {"__init__", "__main__", "launch", "evaluate", "predict"},
 ]
 KEYS = {key: rank for rank, names in enumerate(LAYERS) for key in names}
 
@@ -300,7 +301,7 @@ PACKAGE_ORDER = [
     ["training"],
     ["runner"],
     ["sweeps"],
-    ["launch", "__main__", "__init__"],
+    ["launch", "__main__", "__init__", "evaluate", "predict"],
 ]
 
 

@@ -32,7 +32,7 @@ from tapefit.config.typecheck import describe, parameter_types
 # overrides they make, their keys described where those keys live.
 GLOBAL_GROUPS = ("experiment", "hparams_search", "search_space")
 # Root keys that are config groups, documented by group.
-GROUP_KEYS = ("data", "model", "optimizer", "trainer", "callbacks", "tune")
+GROUP_KEYS = ("data", "model", "optimizer", "trainer", "callbacks", "tune", "logger")
 TARGET_NOTE = "the class or function this node builds; point it at your own (same arguments)"
 
 
@@ -365,6 +365,7 @@ GROUP_INTROS = {
     "trainer": "How `fit` runs: epochs, compilation, precision, distribution, checkpoints.",
     "callbacks": "The run's Keras callbacks, each named by `_target_`, `enabled` to switch.",
     "tune": "`tune=<algorithm>`: a keras-tuner search or an Optuna study of tapefit runs.",
+    "logger": "An experiment tracker (`logger=mlflow`); none by default.",
     "search_space": "What a search varies: each entry a dotted config key (`tune.space`).",
     "experiment": "Presets: each holds only what differs from the defaults (`@package _global_`).",
     "hparams_search": "Optuna through Hydra's multirun (`-m hparams_search=NAME`).",

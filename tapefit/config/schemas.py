@@ -353,6 +353,8 @@ class TapefitConfig:
     # counts the steps.
     optimizers: dict[str, Any] = field(default_factory=dict)
     compile: CompileConfig = field(default_factory=CompileConfig)
+    # An experiment tracker by `_target_` (logger=mlflow, conf/logger/); null: none.
+    logger: Any = None
     # Removed: model families. A non-empty list is refused with the way to migrate.
     families: list[str] = field(default_factory=list)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

@@ -254,6 +254,35 @@ class Classifier(TapeModel):
         """
         return {"loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"]}
 
+    def prediction_columns(self, images: Any, probabilities: Any) -> dict[str, Any]:
+        """The columns `python -m tapefit.predict` writes for a batch of images.
+
+        The predicted label (its class name when the data named the classes), then each
+        class's probability.
+
+        Args:
+            images: The batch's images (unused: a row is identified by its position).
+            probabilities: The model's softmax outputs, `(batch, num_classes)`.
+
+        Returns:
+            `{"label": ..., "prob_<class>": ...}`, one value per image each.
+
+        Examples:
+            >>> import numpy as np
+            >>> model = Classifier(image_shape=(8, 8, 1), num_classes=2, architecture="mlp")
+            >>> model.prediction_columns(None, np.array([[0.2, 0.8]]))["label"]
+            [1]
+        """
+        names = self.class_names or [str(i) for i in range(self.num_classes)]
+        probabilities = keras.ops.convert_to_numpy(probabilities)
+        picked = probabilities.argmax(axis=-1).tolist()
+        columns: dict[str, Any] = {
+            "label": [names[i] for i in picked] if self.class_names else picked
+        }
+        for index, name in enumerate(names):
+            columns[f"prob_{name}"] = probabilities[:, index].tolist()
+        return columns
+
     def get_config(self) -> dict:
         """Everything `__init__` needs, so `.keras` files reload without custom code.
 

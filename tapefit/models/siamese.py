@@ -225,6 +225,26 @@ class SiameseModel(TapeModel):
         """
         return "val_auc" if data.get("label_type") == "binary" else "val_spearman"
 
+    def prediction_columns(self, pairs: Any, similarities: Any) -> dict[str, Any]:
+        """The columns `python -m tapefit.predict` writes for a batch of pairs.
+
+        Both texts (when the inputs are raw strings), then their cosine similarity.
+
+        Args:
+            pairs: `(texts_a, texts_b)` of the batch.
+            similarities: The model's outputs, one cosine per pair.
+
+        Returns:
+            `{"text1": ..., "text2": ..., "similarity": ...}` (no texts for token ids).
+        """
+        columns: dict[str, Any] = {}
+        first, second = (np.asarray(part) for part in pairs)
+        if first.dtype.kind in "SUO":  # raw strings: keep them beside their score
+            columns["text1"] = [_text(t) for t in first.reshape(-1)]
+            columns["text2"] = [_text(t) for t in second.reshape(-1)]
+        columns["similarity"] = np.asarray(similarities).reshape(-1).tolist()
+        return columns
+
     def compile_defaults(self) -> dict[str, Any]:
         """The pair loss a tapefit run compiles the model with unless the config names one.
 
@@ -463,3 +483,7 @@ class SiameseModel(TapeModel):
             "label_type": self.label_type,
             "label_range": self.label_range,
         }
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)

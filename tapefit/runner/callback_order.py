@@ -27,7 +27,8 @@ def assemble_callbacks(
     3. the configured ones, with `connected["before_writers"]` (resume state, best-epoch
        weights, the checkpointer, the signal stopper, a caller's callbacks) ahead of those
        that write the logs (the CSV appended to when `connected["append"]`);
-    4. the progress bar, then the epoch's log line.
+    4. the progress bar, then the epoch's log line;
+    5. the experiment tracker's (`connected["loggers"]`), which sends the complete epoch logs.
 
     Callbacks that save or carry the others' state get the final list (`use_callbacks`).
     """
@@ -46,6 +47,7 @@ def assemble_callbacks(
     if cfg.trainer.verbose:  # before the epoch's log line, so the bar ends its line first
         callbacks.append(StepProgbar())
     callbacks.append(EpochLog())
+    callbacks += connected.get("loggers", [])
     for callback in callbacks:
         if hasattr(callback, "use_callbacks"):
             callback.use_callbacks(callbacks)

@@ -16,7 +16,12 @@ from tapefit.files import to_builtin, write_json
 from tapefit.protocols import hook
 from tapefit.runner.model_node import objective_of
 from tapefit.training.lifecycle import METRICS_FILE
-from tapefit.training.outputs import plot_curves, save_model, weights_digest
+from tapefit.training.outputs import (
+    plot_curves,
+    save_model,
+    weights_digest,
+    write_model_summary,
+)
 
 log = logging.getLogger("tapefit")
 
@@ -55,6 +60,7 @@ def finalize(
         train_time_s=timings["train_time_s"],
         wall_time_s=time.perf_counter() - timings["started"],
         samples=data.sizes,
+        **write_model_summary(model, run_dir / "model_summary.txt"),
     )
     results.setdefault("tested_epoch", results["epochs_run"] or None)
     if history:

@@ -10,6 +10,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tapefit.config.targets import instantiate
 from tapefit.runner.data_node import load_data
 from tapefit.runner.model_node import build_model_from_config
 from tapefit.runner.validation import check_logged_names
@@ -76,3 +77,19 @@ def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.
         check_saveable(model)  # refused now, not after training
     check_logged_names(cfg, model, data)
     return model
+
+
+def build_logger(cfg: Any) -> Any:
+    """The experiment tracker `cfg.logger` names by `_target_` (checked, then built).
+
+    Args:
+        cfg: The composed config; `cfg.logger` is a `_target_` node (`logger=mlflow`).
+
+    Returns:
+        The tracker: an object with `start`, `callback` and `end`
+        (`tapefit.training.tracking.MLflowLogger`).
+
+    Raises:
+        TapefitError: the node names something that cannot be built with its keys.
+    """
+    return instantiate(cfg.logger, "logger")

@@ -1,7 +1,7 @@
 """`Run`: one training run of a composed config, wired once from its parts.
 
 Run(cfg, run_dir).execute()
-  record   RunRecord            claim the directory, status.json, HParams session
+  record   RunRecord            claim the directory, status.json, HParams session, tracker
   signals  interruptible        SIGINT/SIGTERM/SIGUSR1 stop after a step, with a checkpoint
   phases   prepare → build_data → build_model         (tapefit.runner.phases)
   resume   CheckpointConnector  restore, checkpointer, restoring callbacks
@@ -68,6 +68,8 @@ class Run:
         self.warm_start = warm_start
         self.hparams_session = hparams_session
         self.stopper = StopOnSignal()
+        self.tracked = True  # the experiment tracker logs this process's run (the chief's)
+        self.loggers: list[keras.callbacks.Callback] = []
 
     def execute(self) -> dict[str, Any]:
         """Run it; return the final metrics (see `tapefit.run`). Under multi-worker training
@@ -75,7 +77,7 @@ class Run:
         if writes_run_dir(self.cfg.trainer.strategy):
             return self._recorded()
         with scratch_run_dir(self.run_dir, self.cfg.resume) as scratch:
-            self.run_dir, self.hparams_session = scratch, False
+            self.run_dir, self.hparams_session, self.tracked = scratch, False, False
             return self._recorded()
 
     def _recorded(self) -> dict[str, Any]:
@@ -89,6 +91,9 @@ class Run:
     def _train(self, record: RunRecord) -> dict[str, Any]:
         started = time.perf_counter()
         check_config(self.cfg)
+        if self.tracked and self.cfg.get("logger") is not None:
+            record.track(phases.build_logger(self.cfg))
+            self.loggers = record.tracker_callbacks()
         strategy = phases.prepare(self.cfg)
         record.start_session()
         data = self.load_data(self.cfg)
@@ -128,6 +133,7 @@ class Run:
             "before_writers": before_writers,
             "append": bool(state.epochs),
             "objective": objective,
+            "loggers": self.loggers,
         }
         fitting = Fitting(
             cfg, model, data, assemble_callbacks(cfg, model, data, self.run_dir, connected)

@@ -1,6 +1,6 @@
 """What a run directory says about its run (the status connector): claimed for this process,
 `status.json` `running` → `completed`, `failed` (with the error) or `interrupted`, and the
-HParams session of the run's values ended the same way."""
+HParams session of the run's values and the experiment tracker's run ended the same way."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import tensorflow as tf
 from tapefit.errors import TapefitError
 from tapefit.training.hparams import RunSession, config_hyperparameters
 from tapefit.training.lifecycle import RunInterrupted, claim, record_end, write_status
+from tapefit.training.resume import config_snapshot
 from tapefit.training.runtime import lost_worker_error
 
 log = logging.getLogger("tapefit")
@@ -25,6 +26,7 @@ class RunRecord:
 
     def __init__(self, cfg: Any, run_dir: Path, hparams_session: bool) -> None:
         self.cfg, self.run_dir = cfg, run_dir
+        self.tracker: Any = None  # an experiment tracker (logger=...), told the same ends
         self.session = None
         if hparams_session and cfg.callbacks.tensorboard.enabled:
             self.session = RunSession(run_dir / "tensorboard", config_hyperparameters(cfg))
@@ -43,10 +45,21 @@ class RunRecord:
         if self.session is not None:
             self.session.start()
 
+    def track(self, tracker: Any) -> None:
+        """Open `tracker`'s run for this one (the same again on resume) with the config."""
+        self.tracker = tracker
+        tracker.start(self.run_dir, config_snapshot(self.cfg), resume=bool(self.cfg.resume))
+
+    def tracker_callbacks(self) -> list[Any]:
+        """The tracker's Keras callback, if there is a tracker."""
+        return [] if self.tracker is None else [self.tracker.callback()]
+
     def _end(self, state: str, **fields: Any) -> None:
         record_end(self.run_dir, state, **fields)
         if self.session is not None:
             self.session.end(state, fields.get("error"))
+        if self.tracker is not None:
+            self.tracker.end(state, self.run_dir)
 
     def __exit__(
         self,
@@ -79,6 +92,8 @@ class RunRecord:
         )
         if self.session is not None:
             self.session.end("completed", results=results)
+        if self.tracker is not None:
+            self.tracker.end("completed", self.run_dir, results)
         tests = ", ".join(f"{k}={v:.4f}" for k, v in results.items() if k.startswith("test_"))
         value = results["objective_value"]
         log.info(

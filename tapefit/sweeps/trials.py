@@ -48,6 +48,7 @@ from tapefit.training.lifecycle import (
     write_status,
 )
 from tapefit.training.resume import MAY_DIFFER, check_same_config, config_snapshot
+from tapefit.training.tracking import search_tracker
 
 log = logging.getLogger("tapefit")
 
@@ -154,6 +155,7 @@ class TrialRuns:
         self.objective, self.direction, self.worker = objective, direction, worker
         self.load_data = DataCache()
         self.placeholders = placeholders(cfg, cfg.tune.space)
+        self.tracker = search_tracker(cfg, self.search_dir)  # the trials' parent MLflow run
         for key in pinned(overrides, cfg.tune.space):
             log.warning(
                 "%s is set on the command line, but tune.space searches it: each trial's "
@@ -225,6 +227,10 @@ class TrialRuns:
         ):
             return recorded  # finished and recorded, but not yet told to the engine
         cfg.resume = (run_dir / RESUME_DIR).is_dir()  # a trial the search was killed in
+        if self.tracker is not None:  # the trial's run nests under the search's
+            name = f"trial {trial_id}" + (f" execution {execution}" if execution else "")
+            nested = {"logger.parent_run_id": self.tracker.run_id, "logger.run_name": name}
+            cfg = apply_values(cfg, nested)
         record = {"trial_id": trial_id, "execution": execution, "values": values}
         record["tuner"] = self.worker
         started, clock = time.perf_counter(), EpochClock()
@@ -325,6 +331,8 @@ class TrialRuns:
                 f"; the last failure: {reasons[-1]}" if reasons else ""
             )
             write_status(self.search_dir, "failed", error=error)
+            if self.tracker is not None:
+                self.tracker.end("failed", self.search_dir)
             raise TapefitError(error)
         summary["objective_value"] = summary["best_value"]
         if stopped:
@@ -336,6 +344,10 @@ class TrialRuns:
             objective=self.objective,
             objective_value=summary["best_value"],
         )
+        if self.tracker is not None:
+            self.tracker.end(
+                "completed", self.search_dir, {"objective_value": summary["best_value"]}
+            )
         return summary
 
 

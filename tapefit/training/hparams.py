@@ -111,9 +111,10 @@ class RunSession:
 
 def write_results(session_dir: Path, results: dict[str, Any]) -> None:
     """A completed run's selected objective (`run/<objective>`, the value `metrics.json`
-    reports) and its test metrics (`run/test_*`), as scalars of the session itself: the HParams
-    table then shows what was selected and tested, not only the last epoch's curves."""
-    shown = {f"run/{k}": v for k, v in results.items() if k.startswith("test_")}
+    reports), its test metrics (`run/test_*`) and parameter counts (`run/params_*`), as
+    scalars of the session itself: the HParams table then shows what was selected and
+    tested, not only the last epoch's curves."""
+    shown = {f"run/{k}": v for k, v in results.items() if k.startswith(("test_", "params_"))}
     shown[f"run/{results['objective']}"] = results.get("objective_value")
     writer = tf.summary.create_file_writer(str(session_dir))
     with writer.as_default():

@@ -36,6 +36,8 @@ STALE = (
     "model.keras",
     "export",
     "classes.json",
+    "model_summary.txt",
+    "mlflow_run.json",  # a fresh run is a new MLflow run, not the failed one's
 )
 STALE_PATTERNS = ("*.png",)
 

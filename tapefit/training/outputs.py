@@ -1,4 +1,5 @@
-"""Run-directory artefacts: history.json, metrics.json and curves.png, written atomically."""
+"""Run-directory artefacts: history.json, metrics.json, curves.png and model_summary.txt,
+written atomically."""
 
 from __future__ import annotations
 
@@ -129,3 +130,22 @@ def plot_curves(
     atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=110), mode="wb")
     plt.close(figure)
     return path
+
+
+def write_model_summary(model: Any, path: Path) -> dict[str, int]:
+    """Keras' `model.summary()` as text in `path` (atomically); return the parameter counts.
+
+    Args:
+        model: A built Keras model.
+        path: Where the summary goes (`<run dir>/model_summary.txt`).
+
+    Returns:
+        `{"params_total": ..., "params_trainable": ...}`, counted over the model's weights.
+    """
+    lines: list[str] = []
+    model.summary(print_fn=lambda line, *args, **kwargs: lines.append(line), line_length=100)
+    atomic_write(path, lambda file: file.write("\n".join(lines) + "\n"))
+    return {
+        "params_total": int(sum(np.prod(w.shape) for w in model.weights)),
+        "params_trainable": int(sum(np.prod(w.shape) for w in model.trainable_weights)),
+    }

@@ -17,6 +17,7 @@ from tapefit.files import atomic_write
 
 # Keys a resumed run may change: how long to train, how chatty, and the resume switches.
 MAY_DIFFER = ("trainer.epochs", "trainer.verbose", "resume", "force_resume")
+MAY_DIFFER_GROUPS = ("logger",)  # where a run is tracked does not change what it trains
 
 
 def config_snapshot(cfg: Any) -> dict[str, Any]:
@@ -49,7 +50,9 @@ def check_same_config(
     differing = sorted(
         key
         for key in set(saved) | set(current)
-        if key not in may_differ and saved.get(key) != current.get(key)
+        if key not in may_differ
+        and key.split(".")[0] not in MAY_DIFFER_GROUPS
+        and saved.get(key) != current.get(key)
     )
     if differing and not force:
         shown = ", ".join(f"{k} ({saved.get(k)!r} -> {current.get(k)!r})" for k in differing[:6])

@@ -480,3 +480,22 @@ def test_a_model_its_step_never_calls_is_built_before_the_first_checkpoint(
     x_test, y_test = load_waves(n_samples=1024, seed=0)["test"]
     mse = float(np.mean((model.predict(x_test, verbose=0) - y_test) ** 2))
     assert mse == pytest.approx(json.loads((tmp_path / "metrics.json").read_text())["test_loss"])
+
+
+@WAVES
+def test_evaluate_and_predict_a_users_run_from_the_project(waves_run, project, tmp_path):
+    run_dir, _ = waves_run
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    evaluated = cli(project, [sys.executable, "-m", "tapefit.evaluate", f"run={run_dir}"])
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    again = json.loads((run_dir / "eval" / "metrics.json").read_text())
+    assert {k: again[k] for k in ("test_loss", "test_mae", "test_mse")} == {
+        k: metrics[k] for k in ("test_loss", "test_mae", "test_mse")
+    }
+    out = tmp_path / "preds.csv"
+    predicted = cli(
+        project, [sys.executable, "-m", "tapefit.predict", f"run={run_dir}", f"output={out}"]
+    )
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    rows = out.read_text().splitlines()
+    assert rows[0] == "output" and len(rows) == 1 + metrics["samples"]["test"]

@@ -23,6 +23,8 @@ def documented(group: str) -> set[str]:
 
 def composed_keys(cfg, group: str) -> set[str]:
     node = cfg[group]
+    if node is None:  # a group whose default is null (logger)
+        return set()
     return {key for key, _, _ in leaf_keys(node, node_owner(group, node), f"{group}.")}
 
 

@@ -236,6 +236,14 @@ def test_page_examples_run(
     write its project files, and assert its checks."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    # A package of the same name another test imported from its own folder (my_project) must
+    # not stand in for this page's files.
+    packages = {
+        Path(i.path).parts[0].removesuffix(".py") for i in items_of(page) if i.kind == "file"
+    }
+    for name in list(sys.modules):
+        if name.split(".")[0] in packages:
+            del sys.modules[name]
     namespace: dict[str, object] = {"__name__": "__main__"}
     try:
         for item in items_of(page):

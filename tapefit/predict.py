@@ -1,0 +1,39 @@
+"""`python -m tapefit.predict run=<run dir> output=preds.csv [split=test] [data overrides]`:
+a finished run's model's predictions as CSV — class probabilities and the label for the
+classifier, the similarity of each pair for the Siamese model, the outputs of a model of yours
+(or the columns its `prediction_columns(x, y_pred)` gives).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from tapefit.backend import set_command_defaults
+from tapefit.errors import TapefitError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Write the predictions of the run named by `run=` to `output=`; exit 2 on bad input.
+
+    Args:
+        argv: The arguments (default: the command line's).
+
+    Returns:
+        The exit code: 0, or 2 for bad input.
+    """
+    set_command_defaults()
+    from tapefit.runner.reuse import parse_arguments, predict_run
+
+    try:
+        own, overrides = parse_arguments(sys.argv[1:] if argv is None else argv, ["run", "output"])
+        path = predict_run(own["run"], own["output"], overrides, own.get("split", "test"))
+    except TapefitError as error:
+        print(f"tapefit: error: {error}", file=sys.stderr)
+        return 2
+    print(f"predictions: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""Using a finished run again: its config, its data (or other data given by the same keys) and
+its model, for `python -m tapefit.evaluate` and `python -m tapefit.predict`.
+
+A run directory holds everything needed: `.hydra/config.yaml` (the config it ran with, so its
+loader rebuilds the same splits from the same seed) and `model.keras` (the model it tested).
+`key=value` overrides change the data (`data.test_path=other.tsv`) as they would on the
+training command line.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from tapefit.config.targets import ensure_working_directory_importable, locate
+from tapefit.errors import TapefitError
+from tapefit.files import atomic_write
+from tapefit.protocols import hook
+from tapefit.runner.data_node import load_data
+from tapefit.training.runtime import seed_everything
+
+log = logging.getLogger("tapefit")
+
+MODEL_FILE = "model.keras"
+WHAT = {"run": "name the run directory, run=<run dir>", "output": "name the CSV, output=preds.csv"}
+CONFIG_FILE = ".hydra/config.yaml"
+
+
+def parse_arguments(argv: Sequence[str], required: Sequence[str]) -> tuple[dict[str, str], list]:
+    """Split `key=value` arguments into the entry point's own keys and config overrides.
+
+    Args:
+        argv: The command line after the module name.
+        required: The entry point's own keys that must be given (`run`).
+
+    Returns:
+        The entry point's keys (`run`, `ckpt`, `output`, `split`) and the other `key=value`
+        pairs as config overrides.
+
+    Raises:
+        TapefitError: an argument without `=`, or a required key missing.
+
+    Examples:
+        >>> parse_arguments(["run=outputs/x", "data.batch_size=8"], ["run"])
+        ({'run': 'outputs/x'}, ['data.batch_size=8'])
+    """
+    own, overrides = {}, []
+    for argument in argv:
+        key, equals, value = argument.partition("=")
+        if not equals:
+            raise TapefitError(f"{argument!r} is not key=value: e.g. run=outputs/classifier/<time>")
+        if key in ("run", "ckpt", "output", "split"):
+            own[key] = value
+        else:
+            overrides.append(argument)
+    missing = [key for key in required if key not in own]
+    if missing:
+        raise TapefitError(f"{missing[0]}= is missing: {WHAT[missing[0]]}")
+    return own, overrides
+
+
+def run_config(run_dir: Path, overrides: Sequence[str]) -> Any:
+    """The config `run_dir` was trained with, with `overrides` applied (dotted `key=value`)."""
+    path = run_dir / CONFIG_FILE
+    if not path.is_file():
+        raise TapefitError(f"run={run_dir} has no {CONFIG_FILE}: name a tapefit run directory")
+    cfg = OmegaConf.load(path)
+    try:
+        OmegaConf.set_struct(cfg, False)
+        for override in overrides:
+            key, _, value = override.partition("=")
+            OmegaConf.update(cfg, key.lstrip("+"), _value(value), merge=True)
+        OmegaConf.resolve(cfg)
+    except OmegaConfBaseException as error:
+        raise TapefitError(f"run={run_dir}: {str(error).splitlines()[0]}") from None
+    return cfg
+
+
+def _value(text: str) -> Any:
+    """A command-line value as the training command line reads it: YAML (`120` an integer,
+    `null`, `[a, b]`), else the text itself."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def model_file(run_dir: Path, ckpt: str) -> Path:
+    """The model a `ckpt` choice names: `tested` (the default) is the run's `model.keras`,
+    `best` the same when the run tested its best epoch; a kept checkpoint by its file name."""
+    tested = run_dir / MODEL_FILE
+    if ckpt in ("tested", "best"):
+        if not tested.is_file():
+            raise TapefitError(
+                f"run={run_dir} has no {MODEL_FILE}: it did not complete, or ran with "
+                "trainer.save_model=false; finish it with resume=true"
+            )
+        if ckpt == "best":
+            from tapefit.files import read_json
+
+            tested_weights = read_json(run_dir / "metrics.json").get("tested_weights")
+            if tested_weights not in (None, "best"):
+                raise TapefitError(
+                    f"run={run_dir} tested its {tested_weights} epoch's weights "
+                    "(trainer.test_weights=last): use ckpt=tested"
+                )
+        return tested
+    path = run_dir / ckpt
+    if not path.is_file():
+        raise TapefitError(f"ckpt={ckpt}: no such file in {run_dir}; use ckpt=tested or best")
+    return path
+
+
+def load_run(run_dir: str | Path, overrides: Sequence[str], ckpt: str = "tested") -> tuple:
+    """The run's config (with `overrides`), its data and its model, ready to evaluate.
+
+    Args:
+        run_dir: A finished run directory.
+        overrides: Dotted `key=value` changes, e.g. `data.test_path=other.tsv`.
+        ckpt: `tested` (default), `best`, or a `.keras` file inside the run directory.
+
+    Returns:
+        `(cfg, data, model)`.
+
+    Raises:
+        TapefitError: not a run directory, no model, or data that cannot load.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise TapefitError(f"run={run_dir} is not a directory: name a tapefit run directory")
+    cfg = run_config(run_dir, overrides)
+    path = model_file(run_dir, ckpt)
+    ensure_working_directory_importable()
+    locate(cfg.model._target_, "model._target_")  # imports (and registers) the model's class
+    seed_everything(cfg.seed, False)
+    data = load_data(cfg)
+    model = keras.models.load_model(path)
+    return cfg, data, model
+
+
+def evaluate_run(run_dir: str | Path, overrides: Sequence[str] = (), ckpt: str = "tested") -> dict:
+    """Evaluate a run's model on the test split of its data (or of the data `overrides` give),
+    writing `eval/metrics.json` with the names `metrics.json` uses.
+
+    Args:
+        run_dir: A finished run directory.
+        overrides: Data changes as `key=value` (`data.test_path=...`).
+        ckpt: Which model (`tested`, `best`, or a kept `.keras` file).
+
+    Returns:
+        The `test_*` metrics (and what the model's `report` adds).
+
+    Raises:
+        TapefitError: no test split, or as `load_run`.
+    """
+    from tapefit.files import write_json
+
+    _, data, model = load_run(run_dir, overrides, ckpt)
+    if data.test is None:
+        raise TapefitError("the data has no test split: give one, e.g. data.test_path=<file>")
+    out = Path(run_dir) / "eval"
+    out.mkdir(exist_ok=True)
+    test = model.evaluate(data.test, verbose=0, return_dict=True)
+    results = {f"test_{name}": float(value) for name, value in test.items()}
+    report = hook(model, "report")
+    if report is not None:
+        results.update(report(data, out))
+    write_json(out / "metrics.json", results)
+    return results
+
+
+def prediction_columns(model: Any, x: Any, y_pred: Any) -> dict[str, np.ndarray]:
+    """The columns a prediction file gets for one batch: the model's own
+    `prediction_columns(x, y_pred)` when it has one, else each output as `output` or
+    `output_<i>`."""
+    own = hook(model, "prediction_columns")
+    if own is not None:
+        return {name: np.asarray(values) for name, values in own(x, y_pred).items()}
+    values = np.asarray(y_pred)
+    values = values.reshape(len(values), -1)
+    if values.shape[1] == 1:
+        return {"output": values[:, 0]}
+    return {f"output_{i}": values[:, i] for i in range(values.shape[1])}
+
+
+def predict_run(
+    run_dir: str | Path, output: str | Path, overrides: Sequence[str] = (), split: str = "test"
+) -> Path:
+    """Write the run's model's predictions on a split of its data as CSV.
+
+    Args:
+        run_dir: A finished run directory.
+        output: The CSV file to write (its folder must exist).
+        overrides: Data changes as `key=value` (`data.test_path=new_pairs.tsv`).
+        split: `test` (default), `val` or `train`.
+
+    Returns:
+        The CSV's path.
+
+    Raises:
+        TapefitError: no such split, or as `load_run`.
+    """
+    _, data, model = load_run(run_dir, overrides)
+    dataset = getattr(data, split, None)
+    if dataset is None:
+        raise TapefitError(f"split={split}: the data has no such split (test, val, train)")
+    columns: dict[str, list] = {}
+    for batch in dataset:
+        x = keras.utils.unpack_x_y_sample_weight(batch)[0]
+        y_pred = model.predict_on_batch(x)
+        for name, values in prediction_columns(model, x, y_pred).items():
+            columns.setdefault(name, []).extend(np.asarray(values).tolist())
+    output = Path(output)
+    if not output.parent.is_dir():
+        raise TapefitError(f"output={output}: the folder {output.parent} does not exist")
+    names = list(columns)
+    rows = zip(*(columns[name] for name in names), strict=True)
+    atomic_write(output, lambda file: _write_csv(file, names, rows))
+    return output
+
+
+def _write_csv(file: Any, names: list[str], rows: Any) -> None:
+    writer = csv.writer(file)
+    writer.writerow(names)
+    for row in rows:
+        writer.writerow([_cell(value) for value in row])
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    return value
