@@ -62,6 +62,8 @@ LAYERS = [
         "training.building",
         "training.export",
         "training.tracking",
+        "training.warm_start",
+        "training.top_k",
         "sweeps.search_space",
     },
     {"sweeps.records"},
@@ -225,6 +227,7 @@ def user_project(root: Path) -> Path:
     return conf
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_a_third_model_plugs_in_with_its_module_and_yaml_only(tmp_path):
     """The road tapefit's own models take: `_target_` YAMLs, optional hooks found by duck
     typing (the data size the model, the model brings its loss and objective), checks from

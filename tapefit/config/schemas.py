@@ -223,6 +223,16 @@ class CallbacksConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    """Checkpoints worth keeping after the run (the resume checkpoints are `trainer.*`)."""
+
+    # keep the K best epochs' models by the objective in <run dir>/checkpoints/, named with
+    # their epoch and value (evaluate ckpt=best|<epoch>); 0: none
+    save_top_k: int = 0
+    save_last: bool = True  # with save_top_k: also checkpoints/last.keras (evaluate ckpt=last)
+
+
+@dataclass
 class CompileConfig:
     """What `Model.compile` gets besides the optimizer: `loss` replaces the family's loss (for
     a `_target_` model, the only source of a compiled loss), `metrics` are added to the
@@ -342,6 +352,10 @@ class TapefitConfig:
     objective_mode: ObjectiveMode = ObjectiveMode.best  # best epoch's value, or the last one's
     objective_direction: MonitorMode = MonitorMode.auto  # max/min; auto: known metrics only
     resume: bool = False  # continue the stopped run in hydra.run.dir from its last checkpoint
+    # Start from another run's weights (fine-tuning): a run directory, a .keras or a
+    # .weights.h5 file; matched layer by layer; the optimizer starts afresh. null: none.
+    init_from: str | None = None
+    init_from_strict: bool = True  # refuse layers whose shapes differ; false: skip them
     force_resume: bool = False  # resume even if the config differs from the checkpointed one
     data: Any = MISSING
     model: Any = MISSING
@@ -353,6 +367,7 @@ class TapefitConfig:
     # counts the steps.
     optimizers: dict[str, Any] = field(default_factory=dict)
     compile: CompileConfig = field(default_factory=CompileConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     # An experiment tracker by `_target_` (logger=mlflow, conf/logger/); null: none.
     logger: Any = None
     # Removed: model families. A non-empty list is refused with the way to migrate.

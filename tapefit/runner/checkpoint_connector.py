@@ -19,12 +19,15 @@ from tapefit.training.checkpoints import (
     restore_latest,
 )
 from tapefit.training.lifecycle import RESUME_DIR
+from tapefit.training.objective import Objective
 from tapefit.training.resume import (
     check_same_config,
     config_snapshot,
     fill_tensorboard,
     rewrite_csv,
 )
+from tapefit.training.top_k import FOLDER, KeepBestCheckpoints
+from tapefit.training.warm_start import warm_start_from_config
 
 log = logging.getLogger("tapefit")
 
@@ -54,10 +57,13 @@ class CheckpointConnector:
         strategy: tf.distribute.Strategy,
         warm_start: tuple[Path, int] | None = None,
     ) -> Resumption:
-        """Load the warm start's weights (epochs it trained count as done), then, with
-        `resume=true`, the last checkpoint: weights, optimizer, History, metric and callback
-        states; the CSV and TensorBoard files are rewritten to the checkpointed epochs."""
+        """Load `init_from`'s weights, then a warm start's (epochs it trained count as done),
+        then, with `resume=true`, the last checkpoint: weights, optimizer, History, metric and
+        callback states; the CSV and TensorBoard files are rewritten to the checkpointed
+        epochs."""
         state = Resumption()
+        with strategy.scope():
+            warm_start_from_config(model, self.cfg)  # init_from=..., before any resume
         if warm_start is not None:
             with strategy.scope():  # the optimizers' variables belong to the strategy
                 build_optimizers(model)
@@ -113,6 +119,15 @@ class CheckpointConnector:
         return [
             CarryCallbackStates(*state.callback_states),
             RestoreMetrics(state.metric_states if state.steps_in else None),
+        ]
+
+    def kept_models(self, objective: Objective) -> list[keras.callbacks.Callback]:
+        """The callback keeping the best epochs' models (`checkpoint.save_top_k`), if asked."""
+        keep = self.cfg.checkpoint
+        if keep.save_top_k < 1:
+            return []
+        return [
+            KeepBestCheckpoints(self.run_dir / FOLDER, objective, keep.save_top_k, keep.save_last)
         ]
 
     def discard(self) -> None:

@@ -23,10 +23,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from tapefit.config.targets import ensure_working_directory_importable, locate
 from tapefit.errors import TapefitError
-from tapefit.files import atomic_write
+from tapefit.files import atomic_write, read_json
 from tapefit.protocols import hook
 from tapefit.runner.data_node import load_data
 from tapefit.training.runtime import seed_everything
+from tapefit.training.top_k import FOLDER, kept_checkpoints, resolve_checkpoint
 
 log = logging.getLogger("tapefit")
 
@@ -95,28 +96,37 @@ def _value(text: str) -> Any:
 
 
 def model_file(run_dir: Path, ckpt: str) -> Path:
-    """The model a `ckpt` choice names: `tested` (the default) is the run's `model.keras`,
-    `best` the same when the run tested its best epoch; a kept checkpoint by its file name."""
+    """The model a `ckpt` choice names.
+
+    `tested` (the default) is the run's `model.keras`, the model its test metrics come from;
+    `best`, `last` or an epoch number name a checkpoint kept with `checkpoint.save_top_k`
+    (`best` falls back to `model.keras` when none was kept and the run tested its best epoch);
+    anything else is a `.keras` file inside the run directory.
+    """
     tested = run_dir / MODEL_FILE
-    if ckpt in ("tested", "best"):
+    metrics = read_json(run_dir / "metrics.json", {}) or {}
+    kept = run_dir / FOLDER
+    if ckpt == "best" and not kept_checkpoints(kept):
+        if metrics.get("tested_weights") not in (None, "best"):
+            raise TapefitError(
+                f"run={run_dir} kept no checkpoints and tested its "
+                f"{metrics['tested_weights']} epoch's weights: use ckpt=tested"
+            )
+        ckpt = "tested"
+    if ckpt == "tested":
         if not tested.is_file():
             raise TapefitError(
                 f"run={run_dir} has no {MODEL_FILE}: it did not complete, or ran with "
                 "trainer.save_model=false; finish it with resume=true"
             )
-        if ckpt == "best":
-            from tapefit.files import read_json
-
-            tested_weights = read_json(run_dir / "metrics.json").get("tested_weights")
-            if tested_weights not in (None, "best"):
-                raise TapefitError(
-                    f"run={run_dir} tested its {tested_weights} epoch's weights "
-                    "(trainer.test_weights=last): use ckpt=tested"
-                )
         return tested
+    if ckpt in ("best", "last") or ckpt.isdigit():
+        return resolve_checkpoint(kept, ckpt, metrics.get("objective_direction", "max"))
     path = run_dir / ckpt
     if not path.is_file():
-        raise TapefitError(f"ckpt={ckpt}: no such file in {run_dir}; use ckpt=tested or best")
+        raise TapefitError(
+            f"ckpt={ckpt}: no such file in {run_dir}; use tested, best, last or an epoch"
+        )
     return path
 
 
@@ -126,7 +136,7 @@ def load_run(run_dir: str | Path, overrides: Sequence[str], ckpt: str = "tested"
     Args:
         run_dir: A finished run directory.
         overrides: Dotted `key=value` changes, e.g. `data.test_path=other.tsv`.
-        ckpt: `tested` (default), `best`, or a `.keras` file inside the run directory.
+        ckpt: `tested` (default), `best`, `last`, an epoch, or a `.keras` file in the run.
 
     Returns:
         `(cfg, data, model)`.
@@ -154,7 +164,7 @@ def evaluate_run(run_dir: str | Path, overrides: Sequence[str] = (), ckpt: str =
     Args:
         run_dir: A finished run directory.
         overrides: Data changes as `key=value` (`data.test_path=...`).
-        ckpt: Which model (`tested`, `best`, or a kept `.keras` file).
+        ckpt: Which model (`tested`, `best`, `last`, an epoch, or a `.keras` file).
 
     Returns:
         The `test_*` metrics (and what the model's `report` adds).

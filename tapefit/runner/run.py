@@ -117,6 +117,7 @@ class Run:
         objective = objective_of(cfg)
         chosen = selector(cfg, objective)
         kept = [chosen] if chosen is not None else []  # before the checkpointer: it saves them
+        kept += checkpoints.kept_models(objective)
         if kept and state.callback_states[0]:  # its state now, even if no epoch is left
             apply_callback_states(kept, *state.callback_states)
         checkpointer = checkpoints.checkpointer(state)

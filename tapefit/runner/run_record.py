@@ -10,8 +10,10 @@ from types import TracebackType
 from typing import Any
 
 import tensorflow as tf
+from omegaconf import OmegaConf
 
 from tapefit.errors import TapefitError
+from tapefit.files import atomic_write
 from tapefit.training.hparams import RunSession, config_hyperparameters
 from tapefit.training.lifecycle import RunInterrupted, claim, record_end, write_status
 from tapefit.training.resume import config_snapshot
@@ -37,6 +39,10 @@ class RunRecord:
             Path(callbacks[key].filename).parts[0] for key in ("csv_logger", "model_checkpoint")
         )
         claim(self.run_dir, resume=self.cfg.resume, named=named)
+        config = self.run_dir / ".hydra" / "config.yaml"
+        if not (self.cfg.resume and config.is_file()):  # from Python, Hydra wrote none
+            config.parent.mkdir(exist_ok=True)
+            atomic_write(config, lambda file: file.write(OmegaConf.to_yaml(self.cfg)))
         log.info("run directory: %s", self.run_dir.resolve())
         return self
 

@@ -75,6 +75,7 @@ def test_gradcheck_reports_variables_the_loss_does_not_reach(pairs):
     assert set(problems.values()) == {"none"} and len(problems) == 4
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_plain_cosine_loss_collapses_to_one_embedding(pairs):
     model = model_for(pairs)
     model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=CosineLoss())
@@ -132,6 +133,7 @@ def test_contrastive_on_graded_labels_is_refused(compose, tmp_path):
         run(cfg, tmp_path)
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_binary_labels_with_contrastive_report_auc(compose, tmp_path):
     cfg = compose(
         [
@@ -159,6 +161,7 @@ def write_pairs_csv(path, texts_a, texts_b, labels):
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_user_pair_files_train_and_report_spearman(compose, tmp_path):
     generator = PairGenerator(seed=5)
     write_pairs_csv(tmp_path / "train.tsv", *generator.pairs(3000))
@@ -186,6 +189,7 @@ def test_user_pair_files_train_and_report_spearman(compose, tmp_path):
     assert saved["skipped_lines"] == 0
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_siamese_experiment_end_to_end(tmp_path):
     result = run_cli(
         "experiment=siamese",

@@ -186,6 +186,7 @@ def file_run(compose, tmp_path, path, *extra):
     return [*SIAMESE[:3], "data=pairs_file", f"data.train_path={path}", *extra]
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_non_utf8_pair_files_name_the_encoding_option(compose, tmp_path):
     text = "text1,text2,label\n" + pair_lines(40) + "caf\u00e9 cr\u00e8me,th\u00e9,3\n"
     path = pairs_file(tmp_path, text, encoding="latin-1")
@@ -201,6 +202,7 @@ def test_non_utf8_pair_files_name_the_encoding_option(compose, tmp_path):
     assert sum(metrics["samples"].values()) == 41
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_a_byte_order_mark_and_a_typed_tab_delimiter_read_as_meant(compose, tmp_path):
     text = "text1\ttext2\tlabel\n" + pair_lines(40).replace(",", "\t")
     path = pairs_file(tmp_path, "\ufeff" + text, name="pairs.txt", encoding="utf-8")
@@ -209,6 +211,7 @@ def test_a_byte_order_mark_and_a_typed_tab_delimiter_read_as_meant(compose, tmp_
     assert sum(metrics["samples"].values()) == 40
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_extra_trailing_columns_are_kept(compose, tmp_path):
     lines = pair_lines(40).splitlines()
     lines = [line + (",source,year" if i % 5 == 0 else "") for i, line in enumerate(lines)]
@@ -267,6 +270,7 @@ def test_pair_file_options_that_cannot_work(compose, tmp_path, options, match):
     refused(compose, tmp_path, file_run(compose, tmp_path, path, *options), match)
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_nonnumeric_quoting_reads_quoted_texts_and_bare_numbers(compose, tmp_path):
     lines = "".join(f'"alpha {i}","beta {i}",{i % 6}\n' for i in range(40))
     path = pairs_file(tmp_path, '"text1","text2","label"\n' + lines)
@@ -294,6 +298,7 @@ def test_a_diverging_classifier_run_fails_instead_of_reporting_success(compose, 
     refused(compose, tmp_path, [*QUICK, "optimizer.learning_rate=1e9"], r"NaN/inf at epoch 1")
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_the_readme_binary_contrastive_example_runs(tmp_path):
     result = run_cli(
         *SIAMESE,
@@ -307,6 +312,7 @@ def test_the_readme_binary_contrastive_example_runs(tmp_path):
     assert "objective: val_auc=" in result.stdout
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_the_cli_prints_one_error_line_without_a_traceback(tmp_path):
     result = run_cli("trainer.epochs=0", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 2
@@ -318,6 +324,7 @@ def test_the_cli_prints_one_error_line_without_a_traceback(tmp_path):
     assert f"run directory: {tmp_path}" in log
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_epochs_final_metrics_and_warnings_reach_tapefit_log(tmp_path):
     result = run_cli(
         *QUICK, "trainer.precision=mixed_bfloat16", "trainer.epochs=2", f"hydra.run.dir={tmp_path}"

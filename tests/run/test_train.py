@@ -124,6 +124,7 @@ def live_graphs() -> int:
     return sum(isinstance(o, FuncGraph) for o in gc.get_objects())
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 @pytest.mark.parametrize(
     "overrides",
     [

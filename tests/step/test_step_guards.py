@@ -127,6 +127,7 @@ def test_skip_leaves_weights_and_optimizer_as_if_the_bad_batch_were_absent():
     assert int(model.optimizer.iterations) == 4
 
 
+@pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_a_bad_batch_on_one_replica_is_skipped_by_every_replica(mirrored_strategy):
     """The NaN row lands in one replica's half of batch 2; both replicas agree to skip it, so
     the result equals the one-device run's (every row of the batch was skipped there too)."""

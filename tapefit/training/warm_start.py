@@ -1,0 +1,134 @@
+"""Warm start (`init_from=...`): a run that begins from another run's weights — fine-tuning, a
+curriculum — unlike `resume`, which continues the same run exactly.
+
+The weights are matched as Keras' `load_weights` matches them, layer by layer along the
+model's structure (attribute and layer names), so a model whose head changed (10 classes to 3)
+takes every other layer with `init_from_strict=false`. The optimizer starts afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from tapefit.errors import TapefitError
+
+log = logging.getLogger("tapefit")
+
+WEIGHTS_IN_KERAS_FILE = "model.weights.h5"  # the member of a .keras archive holding weights
+
+
+def weights_file(source: str | Path, scratch: Path) -> Path:
+    """The `.weights.h5` file `source` names: itself, the weights inside a `.keras` file, or
+    those of a run directory's `model.keras`.
+
+    Args:
+        source: A run directory, a `.keras` file or a `.weights.h5` file.
+        scratch: A folder to unpack a `.keras` file's weights into.
+
+    Returns:
+        A `.weights.h5` path `keras.Model.load_weights` reads.
+
+    Raises:
+        TapefitError: `source` is none of those.
+    """
+    path = Path(source)
+    if path.is_dir():
+        path = path / "model.keras"
+        if not path.is_file():
+            raise TapefitError(
+                f"init_from={source}: the run directory has no model.keras (it did not "
+                "complete); name a finished run, a .keras or a .weights.h5 file"
+            )
+    if path.name.endswith(".weights.h5") and path.is_file():
+        return path
+    if path.suffix == ".keras" and path.is_file():
+        try:
+            with zipfile.ZipFile(path) as archive:
+                archive.extract(WEIGHTS_IN_KERAS_FILE, scratch)
+        except (zipfile.BadZipFile, KeyError):
+            raise TapefitError(f"init_from={source} is not a readable .keras file") from None
+        return scratch / WEIGHTS_IN_KERAS_FILE
+    raise TapefitError(
+        f"init_from={source}: not found, or not a run directory, .keras or .weights.h5 file"
+    )
+
+
+def init_from(model: keras.Model, source: str | Path, strict: bool = True) -> dict[str, int]:
+    """Load `source`'s weights into `model` before training, and say what was loaded.
+
+    Args:
+        model: The built model of the new run.
+        source: A finished run directory, a `.keras` file or a `.weights.h5` file.
+        strict: Refuse a layer whose weights have other shapes; False skips such layers.
+
+    Returns:
+        `{"loaded": n, "kept": m}`: variables that took the source's values, and variables
+        that kept their initial values (layers the source lacks or whose shapes differ).
+
+    Raises:
+        TapefitError: an unreadable source, or (strict) a layer whose shapes differ.
+
+    Examples:
+        >>> import keras, tempfile, os
+        >>> inputs = keras.Input((3,))
+        >>> source = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+        >>> path = os.path.join(tempfile.mkdtemp(), "source.weights.h5")
+        >>> source.save_weights(path)
+        >>> target = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+        >>> init_from(target, path)
+        {'loaded': 2, 'kept': 0}
+    """
+    before = [np.array(v) for v in model.weights]
+    # A float variable is filled with NaN first: the ones still NaN after loading are those the
+    # source did not give (whatever their values), and they get their initial values back.
+    marked = [np.issubdtype(value.dtype, np.floating) for value in before]
+    for variable, value, mark in zip(model.weights, before, marked, strict=True):
+        if mark:
+            variable.assign(np.full(value.shape, np.nan, value.dtype))
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            path = weights_file(source, Path(scratch))
+            try:
+                model.load_weights(path, skip_mismatch=not strict)
+            except ValueError as error:
+                first = str(error).strip().splitlines()[0]
+                raise TapefitError(
+                    f"init_from={source}: {first}; set init_from_strict=false to skip the "
+                    "layers whose weights differ"
+                ) from None
+    except TapefitError:
+        for variable, value in zip(model.weights, before, strict=True):
+            variable.assign(value)  # nothing half-loaded
+        raise
+    changed = []
+    for variable, value, mark in zip(model.weights, before, marked, strict=True):
+        now = np.array(variable)
+        taken = not np.isnan(now).all() if mark and now.size else not np.array_equal(now, value)
+        if not taken:
+            variable.assign(value)
+        changed.append(taken)
+    counts = {"loaded": sum(changed), "kept": len(changed) - sum(changed)}
+    kept = [v.path for v, moved in zip(model.weights, changed, strict=True) if not moved]
+    log.info(
+        "init_from=%s: %d weights loaded, %d kept their initial values%s",
+        source,
+        counts["loaded"],
+        counts["kept"],
+        f" ({', '.join(kept[:6])}{', ...' if len(kept) > 6 else ''})" if kept else "",
+    )
+    return counts
+
+
+def warm_start_from_config(model: keras.Model, cfg: Any) -> dict[str, int] | None:
+    """`init_from` of `cfg` into `model`, if the config names one."""
+    source = cfg.get("init_from")
+    if not source:
+        return None
+    return init_from(model, source, bool(cfg.get("init_from_strict", True)))
