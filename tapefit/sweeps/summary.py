@@ -4,6 +4,7 @@ status, objective, timings and overrides, best job first (configured in conf/con
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from tapefit.files import read_json
 from tapefit.sweeps.records import best_first, write_trials_csv
 from tapefit.training.direction import metric_direction
 from tapefit.training.lifecycle import METRICS_FILE, STATUS_FILE
+from tapefit.training.tracking import PARENT_ENV, search_tracker
 
 log = logging.getLogger("tapefit")
 
@@ -57,13 +59,37 @@ def summarize_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
 
 
 class SweepSummary(Callback):
-    """After a multirun: `trials.csv` in the sweep directory, best job first."""
+    """After a multirun: `trials.csv` in the sweep directory, best job first. With a logger
+    (`-m logger=mlflow ...`), the multirun is a parent MLflow run its jobs nest under."""
+
+    def __init__(self) -> None:
+        self.tracker: Any = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if config.get("logger") is None:
+            return
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        job_config = OmegaConf.masked_copy(config, [k for k in config if k != "hydra"])
+        swept = {
+            f"sweep.{key}": values
+            for key, _, values in (str(o).partition("=") for o in config.hydra.overrides.task)
+            if "," in values
+        }
+        self.tracker = search_tracker(job_config, sweep_dir, swept)
+        if self.tracker is not None:
+            os.environ[PARENT_ENV] = self.tracker.run_id
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        os.environ.pop(PARENT_ENV, None)
         sweep_dir = Path(config.hydra.sweep.dir)
         if not sweep_dir.is_dir():
             return
         records = summarize_sweep(sweep_dir)
+        if self.tracker is not None:
+            done = [r for r in records if r["status"] == "completed"]
+            best = {"objective_value": done[0]["objective_value"]} if done else None
+            self.tracker.end("completed" if done else "failed", sweep_dir, best)
         if records:
             best = records[0]
             log.info(

@@ -28,6 +28,7 @@ from tapefit.files import write_json
 log = logging.getLogger("tapefit")
 
 RUN_ID_FILE = "mlflow_run.json"  # in the run (or search) directory: which MLflow run it is
+PARENT_ENV = "TAPEFIT_MLFLOW_PARENT_RUN_ID"  # set by a multirun for its jobs' runs
 STATUS = {"completed": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
 MAX_PARAM_LENGTH = 6000  # MLflow's limit on a param's value
 MAX_KEY_LENGTH = 250  # MLflow's limit on a param's or metric's key
@@ -118,7 +119,8 @@ class MLflowLogger:
         log_every_n_steps: Also log the training batch metrics every N optimizer steps
             (`step` = the optimizer step); None: epoch metrics only.
         artifact_max_mb: Files (or folders) larger than this are not uploaded (said at the end).
-        parent_run_id: Nest this run under another (a search's parent run).
+        parent_run_id: Nest this run under another (a search's parent run); None: the
+            run named by `TAPEFIT_MLFLOW_PARENT_RUN_ID` if set (a Hydra multirun's jobs).
 
     Examples:
         >>> logger = MLflowLogger(experiment_name="demo", run_name="first")
@@ -142,7 +144,7 @@ class MLflowLogger:
         self.tags = dict(tags or {})
         self.log_every_n_steps = log_every_n_steps
         self.artifact_max_mb = artifact_max_mb
-        self.parent_run_id = parent_run_id
+        self.parent_run_id = parent_run_id or os.environ.get(PARENT_ENV) or None
         self.client: Any = None
         self.run_id: str | None = None
         self.logged_steps: set[int] = set()
@@ -314,13 +316,17 @@ class EpochMetrics(keras.callbacks.Callback):
             self.logger.log_metrics({f"step/{k}": v for k, v in logs.items()}, step)
 
 
-def search_tracker(cfg: Any, search_dir: Path) -> MLflowLogger | None:
-    """The parent MLflow run of a search (`logger=...` with `tune=...`), with the search's
-    settings and space as params; None without a logger. A resumed search continues its own.
+def search_tracker(
+    cfg: Any, search_dir: Path, space: dict[str, Any] | None = None
+) -> MLflowLogger | None:
+    """The parent MLflow run of a search (`logger=...` with `tune=...`, or a Hydra multirun),
+    with the search's settings and space as params; None without a logger. A resumed search
+    continues its own.
 
     Args:
         cfg: The search's composed config.
         search_dir: The search directory (its `mlflow_run.json` names the parent run).
+        space: What is searched, by key (default: `cfg.tune.space`'s entries).
 
     Returns:
         The started tracker, whose `run_id` the trials nest under (None if it failed to start).
@@ -339,9 +345,13 @@ def search_tracker(cfg: Any, search_dir: Path) -> MLflowLogger | None:
         for k, v in config_snapshot(cfg).items()
         if not k.startswith(("logger.", "tune.space."))
     }
-    space = OmegaConf.to_container(cfg.tune.space, resolve=True, enum_to_str=True)
-    for key, entry in space.items():  # one param per searched key: its whole entry
-        params[f"tune.space.{key}"] = {k: v for k, v in entry.items() if v is not None}
+    if space is None:  # one param per searched key: its whole entry
+        entries = OmegaConf.to_container(cfg.tune.space, resolve=True, enum_to_str=True)
+        space = {
+            f"tune.space.{key}": {k: v for k, v in entry.items() if v is not None}
+            for key, entry in entries.items()
+        }
+    params.update(space)
     resume = (Path(search_dir) / RUN_ID_FILE).is_file()
     tracker.start(Path(search_dir), params, resume=resume)
     return tracker if tracker.run_id else None

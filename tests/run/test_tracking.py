@@ -185,3 +185,15 @@ def test_params_are_cut_to_mlflow_limits_never_refused():
     (key, value), (_, listed) = params.items()
     assert len(key) == 250 and len(value) == 6000 and value.endswith("...")
     assert listed == "[0, 1, 2]"
+
+
+def test_only_the_chief_logs(tmp_path, monkeypatch):
+    """A worker that is not the chief (it trains in a scratch directory) logs nothing."""
+    import tapefit.runner.run as run_module
+
+    monkeypatch.setattr(run_module, "writes_run_dir", lambda strategy: False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    overrides = ["logger=mlflow", f"logger.tracking_uri={uri}", "trainer.epochs=1", *QUICK]
+    tapefit.run(tapefit.compose(overrides), tmp_path / "worker")
+    assert runs_of(uri) == []
+    assert not (tmp_path / "worker" / RUN_ID_FILE).exists()

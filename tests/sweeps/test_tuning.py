@@ -256,11 +256,16 @@ def test_an_interrupted_search_continues_without_repeating_finished_trials(tmp_p
     assert json.loads((tmp_path / "status.json").read_text())["state"] == "completed"
 
 
-def test_multirun_reports_a_failed_job_as_the_worst_value_and_writes_a_sweep_summary(tmp_path):
+def test_multirun_reports_a_failed_job_as_the_worst_value_and_writes_a_sweep_summary(
+    tmp_path, monkeypatch
+):
     with_tensorboard = [o for o in FAST if "tensorboard" not in o]  # each job an HParams session
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # and each job a run nested in MLflow
     result = run_cli(
         "-m",
         "optimizer.learning_rate=0.01,1e9",
+        "logger=mlflow",
         *with_tensorboard,
         f"hydra.sweep.dir={tmp_path}",
     )
@@ -276,6 +281,20 @@ def test_multirun_reports_a_failed_job_as_the_worst_value_and_writes_a_sweep_sum
     assert {job: v["optimizer.learning_rate"] for job, v in rates.items()} == {"0": 0.01, "1": 1e9}
     statuses = [session_end_status(tmp_path / job / "tensorboard") for job in ("0", "1")]
     assert statuses == [api_pb2.STATUS_SUCCESS, api_pb2.STATUS_FAILURE]
+    # the multirun is one parent MLflow run, each job a run nested under it, ended as it ended
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("classifier").experiment_id])
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = {r.data.params["optimizer.learning_rate"]: r for r in runs if r is not parent}
+    assert {r.data.tags["mlflow.parentRunId"] for r in children.values()} == {parent.info.run_id}
+    assert {k: r.info.status for k, r in children.items()} == {
+        "0.01": "FINISHED",
+        "1000000000.0": "FAILED",
+    }
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params["sweep.optimizer.learning_rate"] == "0.01,1e9"
 
 
 def test_an_optuna_study_through_hydra_records_a_failed_job_and_goes_on(tmp_path):
