@@ -78,6 +78,15 @@ class UpdateFreq(str, Enum):
     batch = "batch"
 
 
+class ExportFormat(str, Enum):
+    """The formats `trainer.export=true` writes (`trainer.export_formats`)."""
+
+    saved_model = "saved_model"  # TensorFlow SavedModel, export/ itself (tf.saved_model.load)
+    onnx = "onnx"  # export/onnx/<endpoint>.onnx, for onnxruntime
+    litert = "litert"  # export/litert/<endpoint>.tflite, for the LiteRT (TFLite) interpreter
+    openvino = "openvino"  # export/openvino/<endpoint>.xml + .bin, OpenVINO IR
+
+
 @dataclass
 class OptimizerConfig:
     """Any `keras.optimizers` class by name; unset options keep Keras' defaults. The shipped
@@ -120,6 +129,13 @@ class TrainerConfig:
     test_weights: TestWeights = TestWeights.best
     # Also write export/: a SavedModel for serving (Keras' model.export), loadable without tapefit.
     export: bool = False
+    # With export=true: the formats written, each loaded in its own runtime and compared with the
+    # Keras model on the first test batch: saved_model | onnx | litert | openvino (all but
+    # saved_model need `pip install "tapefit[export]"`).
+    export_formats: list[ExportFormat] = field(default_factory=lambda: [ExportFormat.saved_model])
+    # The largest |export - Keras| allowed on that batch, above which nothing is exported;
+    # null: 1e-4, or 1e-2 for a mixed_float16/mixed_bfloat16 model (16-bit arithmetic).
+    export_tolerance: float | None = None
     checkpoints: bool = True  # a checkpoint per epoch (last 2 kept) so resume=true can continue
     checkpoint_every_steps: int | None = None  # also mid-epoch, every N optimizer steps
     # SIGINT/SIGTERM/SIGUSR1 write a checkpoint of the steps done, then stop (exit 128+signal).

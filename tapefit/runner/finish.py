@@ -70,10 +70,12 @@ def finalize(
         log.info("final weights digest: %s (the same on every worker)", weights_digest(model))
         if "train_rows_read" in results:
             log.info("this worker read %d training rows", results["train_rows_read"])
-    if cfg.trainer.export:  # a SavedModel for serving, loadable without tapefit
+    if cfg.trainer.export:  # a SavedModel (and trainer.export_formats), checked against the model
         from tapefit.training.export import EXPORT_DIR, export_for_serving
+        from tapefit.training.export_formats import first_batch
 
-        export_for_serving(model, run_dir / EXPORT_DIR)
+        formats, tolerance = cfg.trainer.export_formats, cfg.trainer.export_tolerance
+        export_for_serving(model, run_dir / EXPORT_DIR, formats, first_batch(data), tolerance)
         results["export"] = EXPORT_DIR
     if cfg.trainer.save_model:
         save_model(model, run_dir / "model.keras")

@@ -16,6 +16,7 @@ from tapefit.runner.model_node import build_model_from_config
 from tapefit.runner.validation import check_logged_names
 from tapefit.training.building import build_before_training, build_step_variables
 from tapefit.training.compiling import compile_model
+from tapefit.training.export_formats import check_exportable
 from tapefit.training.outputs import check_saveable
 from tapefit.training.runtime import (
     make_strategy,
@@ -75,6 +76,8 @@ def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.
         build_step_variables(model, data.train)
     if cfg.trainer.save_model:
         check_saveable(model)  # refused now, not after training
+    if cfg.trainer.export:  # a format the model cannot go through: refused now too
+        check_exportable(model, list(cfg.trainer.export_formats))
     check_logged_names(cfg, model, data)
     return model
 

@@ -1,8 +1,13 @@
-"""`trainer.export=true`: a TensorFlow SavedModel for serving in the run directory's `export/`.
+"""`trainer.export=true`: a TensorFlow SavedModel for serving in the run directory's `export/`,
+and the other formats of `trainer.export_formats` beside it, each checked against the model.
 
 The artefact holds traced functions and weights only, so `tf.saved_model.load(path)` serves it
 without tapefit or any custom Keras class. What its endpoints take is the model's choice
 (`serving_endpoints()`); every artefact has `serve`, which is also its `serving_default` signature.
+ONNX, LiteRT and OpenVINO files go to `export/<format>/<endpoint>.<suffix>`
+(`tapefit.training.export_formats`), and `export/verify.json` records how far each export's
+outputs lie from the Keras model's on the first test batch. The whole folder is written aside
+and renamed into place only once every export has passed that check.
 """
 
 from __future__ import annotations
@@ -19,6 +24,17 @@ from typing import Any
 import keras
 
 from tapefit.errors import TapefitError
+from tapefit.files import write_json
+from tapefit.training.export_formats import (
+    SAVED_MODEL,
+    VERIFY_FILE,
+    VerifyBatch,
+    check_exportable,
+    normalize_formats,
+    resolve_tolerance,
+    verify_exports,
+    write_format,
+)
 from tapefit.training.lifecycle import RESUME_DIR
 
 log = logging.getLogger("tapefit")
@@ -49,25 +65,73 @@ def write_export(model: keras.Model, path: Path) -> None:
         model.export(str(path), format="tf_saved_model", verbose=False)
 
 
-def export_for_serving(model: keras.Model, path: Path) -> Path:
-    """Write the model's SavedModel (`write_export`) into a temporary sibling of `path`, then
-    rename it onto `path`, so no half-written export is ever seen; a failure is one line."""
+def export_for_serving(
+    model: keras.Model,
+    path: Path,
+    formats: Sequence[Any] | None = None,
+    batch: VerifyBatch | None = None,
+    tolerance: float | None = None,
+) -> Path:
+    """Write the model's exports into a temporary sibling of `path`, check them, then rename
+    it onto `path`, so no half-written or unverified export is ever seen.
+
+    The SavedModel (`write_export`) is `path` itself; every other format is written by
+    `export_formats.write_format` into `path/<format>/`. Each export is then loaded in its
+    own runtime and compared with the model on `batch` (`export_formats.verify_exports`),
+    and `path/verify.json` records the differences.
+
+    Args:
+        model: The trained Keras model.
+        path: The export folder (`<run dir>/export`).
+        formats: `trainer.export_formats`; `None`: the SavedModel alone.
+        batch: The inputs to check the exports on (`first_batch(data)`); `None` writes them
+            unchecked (`verify.json` says so).
+        tolerance: The largest absolute difference from the model an export may show;
+            `None`: 1e-4, or 1e-2 for a mixed-precision model (`resolve_tolerance`).
+
+    Returns:
+        `path`.
+
+    Raises:
+        TapefitError: in one line, a format that cannot take the model, a missing package,
+            an export whose outputs differ from the model's by more than `tolerance`, or a
+            failure to write; nothing is left at `path`'s side.
+    """
     path = Path(path)
+    stage = SAVED_MODEL
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(staging, 0o777 & ~umask)  # mkdtemp's 0o700 -> what a plain mkdir would give
     try:
+        names = normalize_formats(formats)
+        tolerance = resolve_tolerance(model, tolerance)
+        stage = names[0]
         with _quiet_tensorflow():
-            write_export(model, staging)
+            endpoints = check_exportable(model, names)
+            files: dict[str, dict[str, str]] = {}
+            for name in names:
+                stage = name
+                if name == SAVED_MODEL:
+                    write_export(model, staging)
+                    files[name] = {e.name: "saved_model.pb" for e in endpoints}
+                else:
+                    written = write_format(model, endpoints, name, staging / name)
+                    files[name] = {e: f.relative_to(staging).as_posix() for e, f in written.items()}
+            stage = "verify"
+            report = verify_exports(model, endpoints, staging, files, batch, tolerance)
+            write_json(staging / VERIFY_FILE, report)
         _replace_directory(staging, path)
     except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
-        if isinstance(error, Exception) and not isinstance(error, TapefitError):
-            raise TapefitError(_failure_message(model, path, error)) from error
+        if isinstance(error, TapefitError):
+            raise TapefitError(f"{error}; {_after_failure(path, refused=True)}") from error
+        if isinstance(error, Exception):
+            raise TapefitError(_failure_message(model, path, error, stage)) from error
         raise
-    log.info("SavedModel for serving written to %s", path)
+    verified = {k: v["max_abs_diff"] for k, v in report["formats"].items()}
+    log.info("exports for serving written to %s, largest differences: %s", path, verified)
     return path
 
 
@@ -95,7 +159,7 @@ def _replace_directory(source: Path, target: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _failure_message(model: keras.Model, path: Path, error: Exception) -> str:
+def _failure_message(model: keras.Model, path: Path, error: Exception, stage: str) -> str:
     """What failed and how to fix it, on one line; a run with checkpoints can be finished from
     them without training again."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -109,12 +173,32 @@ def _failure_message(model: keras.Model, path: Path, error: Exception) -> str:
             f"Keras' model.export traces {type(model).__name__}.call in a tf.function on the "
             "inputs of its first call, so call() must run there and the step must call the model"
         )
-    if any((path.parent / RESUME_DIR).glob("*.json")):
-        after = (
+    if stage == SAVED_MODEL:
+        what = f"writing the SavedModel {path}"
+    elif stage == "verify":
+        what = f"checking the exports in {path} against the model"
+    else:
+        what = f"writing the {stage} export {path / stage}"
+        fix += f", or leave {stage} out of trainer.export_formats"
+    return f"trainer.export=true: {what} failed ({cause}); {fix}; {_after_failure(path)}"
+
+
+def _after_failure(path: Path, refused: bool = False) -> str:
+    """How to go on after a failed export: from the checkpoints when the run has them; after
+    a refusal (`refused`), with other `trainer.export_formats`."""
+    has_checkpoints = any((path.parent / RESUME_DIR).glob("*.json"))
+    if refused:
+        if not has_checkpoints:
+            return "or set trainer.export=false"
+        return (
+            f"the trained weights stay in {RESUME_DIR}/: once fixed, run the same command with "
+            f"resume=true, or finish with other formats: trainer.export_formats=[{SAVED_MODEL}] "
+            "resume=true force_resume=true"
+        )
+    if has_checkpoints:
+        return (
             f"the trained weights stay in {RESUME_DIR}/: once fixed, run the same command with "
             "resume=true, or finish without the export: trainer.export=false resume=true "
             "force_resume=true"
         )
-    else:
-        after = "or set trainer.export=false"
-    return f"trainer.export=true: writing the SavedModel {path} failed ({cause}); {fix}; {after}"
+    return "or set trainer.export=false"

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from tapefit import evaluate, predict
 from tests.helpers import REPO, run_cli
 
 pytestmark = pytest.mark.slow
@@ -92,15 +93,13 @@ def test_predict_writes_labels_and_probabilities_whose_accuracy_is_the_runs(
 def test_a_siamese_run_evaluates_to_its_spearman_and_predicts_pair_similarities(
     siamese_run, tmp_path
 ):
-    done = module("evaluate", f"run={siamese_run}")
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert evaluate.main([f"run={siamese_run}"]) == 0
     metrics = json.loads((siamese_run / "metrics.json").read_text())
     again = json.loads((siamese_run / "eval" / "metrics.json").read_text())
     assert again["test_spearman"] == metrics["test_spearman"]
     assert (siamese_run / "eval" / "similarity.png").is_file()
     out = tmp_path / "pairs.csv"
-    done = module("predict", f"run={siamese_run}", f"output={out}")
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert predict.main([f"run={siamese_run}", f"output={out}"]) == 0
     rows = list(csv.DictReader(out.open()))
     assert list(rows[0]) == ["text1", "text2", "similarity"] and len(rows) == 200
     assert all(-1.0 - 1e-6 <= float(r["similarity"]) <= 1.0 + 1e-6 for r in rows)
@@ -111,8 +110,7 @@ def test_evaluate_on_other_data_given_by_the_same_keys(siamese_run):
     from tapefit.models.metrics import pair_metrics
     from tapefit.runner.reuse import load_run
 
-    done = module("evaluate", f"run={siamese_run}", "data.test_size=120")
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert evaluate.main([f"run={siamese_run}", "data.test_size=120"]) == 0
     again = json.loads((siamese_run / "eval" / "metrics.json").read_text())
     _, data, model = load_run(siamese_run, ["data.test_size=120"])
     scores = model.predict(data.inputs("test"), verbose=0)
@@ -131,11 +129,10 @@ def test_evaluate_on_other_data_given_by_the_same_keys(siamese_run):
         (["oops"], "is not key=value"),
     ],
 )
-def test_bad_arguments_are_one_line(args, message):
-    done = module("evaluate", *args)
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1].startswith("tapefit: error:")
-    assert message in done.stderr
+def test_bad_arguments_are_one_line(args, message, capsys):
+    assert evaluate.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tapefit: error:") and message in err[0]
 
 
 def test_a_run_directory_without_a_model_is_refused_in_one_line(tmp_path):
