@@ -47,6 +47,7 @@ def cli_run(tmp_path_factory):
             "tapefit",
             "logger=mlflow",
             "trainer.epochs=2",
+            "logger.log_every_n_steps=4",
             *QUICK,
             f"hydra.run.dir={root / 'run'}",
         ],
@@ -73,6 +74,9 @@ def test_a_cli_run_is_one_finished_mlflow_run_with_params_history_and_artifacts(
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert run.data.metrics["test_accuracy"] == pytest.approx(metrics["test_accuracy"], abs=0)
     assert run.data.metrics["tested_epoch"] == metrics["tested_epoch"]
+    steps = [step for step, _ in history(uri, run.info.run_id, "step/loss")]
+    total = 2 * -(-256 // 32)  # two epochs of 256 training images in batches of 32
+    assert steps == list(range(4, total + 1, 4))
     names = {a.path for a in MlflowClient(uri).list_artifacts(run.info.run_id)}
     assert {"model.keras", "metrics.json", "curves.png", "model_summary.txt"} <= names
     assert json.loads((run_dir / RUN_ID_FILE).read_text())["run_id"] == run.info.run_id
