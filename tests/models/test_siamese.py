@@ -48,6 +48,7 @@ def test_one_encoder_is_shared_by_both_inputs(pairs):
         {"embedding_dim": 16, "mask_padding": False},
     ],
 )
+@pytest.mark.slow  # every encoder x loss: make test-fast leaves it out
 @pytest.mark.parametrize("loss", [CosineMSELoss(), InBatchNegativesLoss()])
 def test_every_encoder_variable_gets_a_gradient(pairs, encoder, loss):
     model = model_for(pairs, **encoder)

@@ -327,6 +327,7 @@ THROUGH_THE_STEP = (
 )
 
 
+@pytest.mark.slow  # every pattern on two replicas: make test-fast leaves it out
 @pytest.mark.parametrize("pattern", list(PATTERNS))
 def test_under_mirrored_strategy(pattern, mirrored_strategy):
     if pattern in THROUGH_THE_STEP:

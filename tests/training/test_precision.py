@@ -93,6 +93,7 @@ def test_mixed_bfloat16_trains_the_digits_classifier_past_90_percent(compose, tm
     assert metrics["test_accuracy"] > 0.9
 
 
+@pytest.mark.slow  # trains an LSTM under two policies: make test-fast leaves it out
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_the_siamese_model_keeps_float32_outputs_and_losses(policy):
     keras.mixed_precision.set_global_policy(policy)
