@@ -1,4 +1,4 @@
-"""`python -m tapefit.evaluate run=<run dir> [ckpt=tested|best|FILE] [data overrides]`:
+"""`python -m tapefit.evaluate run=<run dir> [ckpt=tested|best|last|<epoch>] [data overrides]`:
 re-evaluate a finished run's model on the test split of its data — the same split, so the
 figures equal the run's `test_*` metrics — or of other data given by the same keys
 (`data.test_path=other.tsv`), writing `<run dir>/eval/metrics.json`.
@@ -10,7 +10,6 @@ import sys
 from collections.abc import Sequence
 
 from tapefit.backend import set_command_defaults
-from tapefit.errors import TapefitError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,17 +22,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code: 0, or 2 for bad input.
     """
     set_command_defaults()
-    from tapefit.runner.reuse import evaluate_run, parse_arguments
+    from tapefit.runner.reuse import command, evaluate_run
 
-    try:
-        own, overrides = parse_arguments(sys.argv[1:] if argv is None else argv, ["run"])
+    def act(own: dict, overrides: list) -> None:
         results = evaluate_run(own["run"], overrides, own.get("ckpt", "tested"))
-    except TapefitError as error:
-        print(f"tapefit: error: {error}", file=sys.stderr)
-        return 2
-    shown = ", ".join(f"{k}={v:.4f}" for k, v in results.items() if isinstance(v, float))
-    print(f"test metrics: {shown}")
-    return 0
+        shown = ", ".join(f"{k}={v:.4f}" for k, v in results.items() if isinstance(v, float))
+        print(f"test metrics: {shown}")
+
+    return command(sys.argv[1:] if argv is None else argv, ["run"], act)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ import sys
 from collections.abc import Sequence
 
 from tapefit.backend import set_command_defaults
-from tapefit.errors import TapefitError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,16 +22,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code: 0, or 2 for bad input.
     """
     set_command_defaults()
-    from tapefit.runner.reuse import parse_arguments, predict_run
+    from tapefit.runner.reuse import command, predict_run
 
-    try:
-        own, overrides = parse_arguments(sys.argv[1:] if argv is None else argv, ["run", "output"])
+    def act(own: dict, overrides: list) -> None:
         path = predict_run(own["run"], own["output"], overrides, own.get("split", "test"))
-    except TapefitError as error:
-        print(f"tapefit: error: {error}", file=sys.stderr)
-        return 2
-    print(f"predictions: {path}")
-    return 0
+        print(f"predictions: {path}")
+
+    return command(sys.argv[1:] if argv is None else argv, ["run", "output"], act)
 
 
 if __name__ == "__main__":

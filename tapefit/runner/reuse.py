@@ -249,3 +249,27 @@ def _cell(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8")
     return value
+
+
+def command(argv: Sequence[str], required: Sequence[str], act: Any) -> int:
+    """What `python -m tapefit.evaluate` and `tapefit.predict` share: parse `key=value`
+    arguments, call `act(own, overrides)` (it prints its result), and turn bad input into one
+    `tapefit: error:` line and exit code 2.
+
+    Args:
+        argv: The arguments after the module name.
+        required: The entry point's own keys that must be given.
+        act: Called with the entry point's keys and the config overrides.
+
+    Returns:
+        The exit code: 0, or 2 for bad input.
+    """
+    import sys
+
+    try:
+        own, overrides = parse_arguments(argv, required)
+        act(own, overrides)
+    except TapefitError as error:
+        print(f"tapefit: error: {error}", file=sys.stderr)
+        return 2
+    return 0
