@@ -49,6 +49,7 @@ LAYERS = [
         "training.hparams",
         "training.callbacks",
         "training.optimizers",
+        "training.schedules",
         "training.lifecycle",
         "training.preemption",
         "training.resume",

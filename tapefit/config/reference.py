@@ -32,7 +32,16 @@ from tapefit.config.typecheck import describe, parameter_types
 # overrides they make, their keys described where those keys live.
 GLOBAL_GROUPS = ("experiment", "hparams_search", "search_space")
 # Root keys that are config groups, documented by group.
-GROUP_KEYS = ("data", "model", "optimizer", "trainer", "callbacks", "tune", "logger")
+GROUP_KEYS = (
+    "data",
+    "model",
+    "optimizer",
+    "scheduler",
+    "trainer",
+    "callbacks",
+    "tune",
+    "logger",
+)
 TARGET_NOTE = "the class or function this node builds; point it at your own (same arguments)"
 
 

@@ -112,6 +112,9 @@ class TrainerConfig:
     # optimizer steps per epoch; null: the whole training split (required for an endless stream)
     steps_per_epoch: int | None = None
     validation_steps: int | None = None  # batches per validation; null: the whole split
+    # Validate every N training steps instead of at epoch ends: History, callbacks, checkpoints
+    # and sweeps then count validation intervals as epochs. null: at epoch ends.
+    val_check_interval: int | None = None
     steps_per_execution: int = 1  # steps run inside one tf.function call (callbacks see every Nth)
     jit_compile: bool | None = None  # null: Keras' "auto" (XLA where supported, never on CPU)
     run_eagerly: bool = False  # run the step eagerly (Python debugging; much slower)
@@ -382,6 +385,9 @@ class TapefitConfig:
     # each a node like `optimizer`; when given, they replace `optimizer`, and the first one
     # counts the steps.
     optimizers: dict[str, Any] = field(default_factory=dict)
+    # The learning rate over the run by `_target_` (conf/scheduler/): the optimizer's
+    # learning_rate is its peak. null: the optimizer's own learning_rate, unchanged.
+    scheduler: Any = None
     compile: CompileConfig = field(default_factory=CompileConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     # An experiment tracker by `_target_` (logger=mlflow, conf/logger/); null: none.

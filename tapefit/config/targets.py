@@ -238,6 +238,8 @@ def instantiate(node: Any, key: str, exclude: Iterable[str] = (), **extra: Any) 
         raise
     except Exception as error:
         cause = error.__cause__ or error
+        if isinstance(cause, TapefitError):  # the target's own one-line refusal
+            raise cause from None
         message = str(cause).splitlines()[0] if str(cause) else ""
         raise TapefitError(
             f"{key}: {getattr(target, '__qualname__', target)}(...) raised "

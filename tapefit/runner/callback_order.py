@@ -22,6 +22,9 @@ def assemble_callbacks(
 ) -> list[keras.callbacks.Callback]:
     """The run's callbacks in their order:
 
+    0. with weight EMA, `connected["averages"].swap_in`: validation and the epoch-end
+       callbacks up to its `swap_out` (placed in `before_writers`, ahead of the resume
+       checkpointer) see the averaged weights;
     1. the non-finite guard (it must see a bad step before anything records it);
     2. the model's `training_callbacks(data)` (they add to the epoch logs);
     3. the configured ones, with `connected["before_writers"]` (resume state, best-epoch
@@ -36,6 +39,9 @@ def assemble_callbacks(
     callbacks = list(own(data)) if own is not None else []
     if cfg.trainer.on_nonfinite != "ignore":
         callbacks.insert(0, NonFiniteGuard())
+    averages = connected.get("averages")
+    if averages is not None:  # EMA: averaged weights from validation until `swap_out`
+        callbacks.insert(0, averages.swap_in)
     objective: Objective = connected["objective"]
     callbacks += build_callbacks(
         cfg.callbacks,

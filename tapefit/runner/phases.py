@@ -17,6 +17,7 @@ from tapefit.runner.validation import check_logged_names
 from tapefit.training.building import build_before_training, build_step_variables
 from tapefit.training.compiling import compile_model
 from tapefit.training.export_formats import check_exportable
+from tapefit.training.fitting import steps_of
 from tapefit.training.outputs import check_saveable
 from tapefit.training.runtime import (
     make_strategy,
@@ -71,7 +72,7 @@ def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.
     from the data's element spec and checked before training."""
     with strategy.scope():
         model = build_model_from_config(cfg, data)
-        compile_model(model, cfg)
+        compile_model(model, cfg, steps_of(data.train, cfg.trainer.steps_per_epoch))
         build_before_training(model, data.train, f"model._target_={cfg.model._target_}")
         build_step_variables(model, data.train)
     if cfg.trainer.save_model:

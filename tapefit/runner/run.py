@@ -27,9 +27,11 @@ from tapefit.runner.finish import finalize
 from tapefit.runner.model_node import objective_of
 from tapefit.runner.run_record import RunRecord
 from tapefit.runner.validation import check_config
+from tapefit.training.averaging import AveragedWeights, uses_averages
 from tapefit.training.building import check_epoch_lengths
 from tapefit.training.callback_state import apply as apply_callback_states
 from tapefit.training.fitting import Fitting, Segment, replay_shuffles
+from tapefit.training.intervals import check_interval
 from tapefit.training.lifecycle import StopOnSignal, interruptible, scratch_run_dir
 from tapefit.training.resume import history_lists
 from tapefit.training.runtime import released_custom_gradients, writes_run_dir
@@ -96,9 +98,7 @@ class Run:
             self.loggers = record.tracker_callbacks()
         strategy = phases.prepare(self.cfg)
         record.start_session()
-        data = self.load_data(self.cfg)
-        if self.cfg.trainer.strategy == "multi_worker":
-            data = phases.sharded(data, self.cfg.trainer.shard_policy, strategy)
+        data = self._data(strategy)
         try:
             return self._fit_and_finish(data, strategy, started)
         except tf.errors.OpError as error:
@@ -108,9 +108,18 @@ class Run:
                 raise
         raise explained
 
+    def _data(self, strategy: tf.distribute.Strategy | None = None) -> Any:
+        """The run's data, loaded (and, across workers, sharded)."""
+        data = self.load_data(self.cfg)
+        if self.cfg.trainer.strategy == "multi_worker":
+            strategy = strategy or tf.distribute.get_strategy()
+            data = phases.sharded(data, self.cfg.trainer.shard_policy, strategy)
+        return data
+
     def _fit_and_finish(self, data: Any, strategy: tf.distribute.Strategy, started: float) -> dict:
         cfg = self.cfg
         check_epoch_lengths(data, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)
+        check_interval(cfg.trainer, data.val is not None)
         model = phases.build_model(cfg, data, strategy)
         checkpoints = CheckpointConnector(cfg, self.run_dir)
         state = checkpoints.restore(model, strategy, self.warm_start)
@@ -123,9 +132,11 @@ class Run:
         checkpointer = checkpoints.checkpointer(state)
         if cfg.trainer.checkpoint_on_signal and cfg.trainer.checkpoints:
             self.stopper.checkpoint = checkpointer  # a signal writes a checkpoint first
+        averages = AveragedWeights(model) if uses_averages(model) else None
         before_writers = [
             *checkpoints.restoring_callbacks(state),
             *kept,
+            *([averages.swap_out] if averages else []),  # raw weights into the checkpoint
             checkpointer,
             self.stopper,
             *self.callbacks,
@@ -135,6 +146,7 @@ class Run:
             "append": bool(state.epochs),
             "objective": objective,
             "loggers": self.loggers,
+            "averages": averages,
         }
         fitting = Fitting(
             cfg, model, data, assemble_callbacks(cfg, model, data, self.run_dir, connected)
@@ -150,14 +162,18 @@ class Run:
     def _fit(self, fitting: Fitting, state: Resumption) -> None:
         """The epochs left: the rest of an interrupted epoch on its own (the same shuffle,
         its first `steps_in` batches skipped), then the others; the callbacks see one fit."""
-        epochs, model, train = self.cfg.trainer.epochs, fitting.model, fitting.data.train
+        epochs, model, train = fitting.plan.epochs, fitting.model, fitting.data.train
         unknown_length = bool(train.cardinality() == tf.data.UNKNOWN_CARDINALITY)
         done = state.done
-        if done < epochs:
+        if done < epochs and fitting.plan.interval is None:  # intervals skip in their stream
             replay_shuffles(train, done, self.cfg.trainer.steps_per_epoch, unknown_length)
         if state.steps_in and done < epochs:
             fitting.run(Segment(done, done + 1, skip_steps=state.steps_in), unknown_length)
             done += 1
+            if fitting.plan.interval is not None and done < epochs:
+                # The next `fit` reads the stream anew: from data built afresh, its shuffles
+                # draw the orders the uninterrupted run's one pass over the stream drew.
+                fitting.restart_stream(self._data())
         if done < epochs and not model.stop_training:
             fitting.run(Segment(done, epochs), unknown_length)
         fitting.end()

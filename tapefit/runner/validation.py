@@ -27,6 +27,7 @@ from tapefit.training.callbacks import (
 from tapefit.training.objective import Objective, check_objective
 from tapefit.training.optimizers import check_optimizer_node
 from tapefit.training.runtime import cluster_source, device_names
+from tapefit.training.schedules import SCHEDULE_ARGUMENTS, changes_learning_rate
 
 
 def _unknown_keys(node: Any, prefix: str) -> None:
@@ -154,6 +155,37 @@ def expected_logs(cfg: Any, model: Any, data: Any) -> set[str]:
     return logged
 
 
+def check_scheduler(cfg: Any) -> None:
+    """Refuse a `scheduler` node its `_target_` cannot take, and a schedule beside another
+    hand on the learning rate: ReduceLROnPlateau, or a schedule node as the optimizer's own
+    `learning_rate`."""
+    node = cfg.get("scheduler")
+    if node is None:
+        return
+    checked_target(node, "scheduler", supplied=SCHEDULE_ARGUMENTS)
+    if not changes_learning_rate(node):
+        return
+    plateau = cfg.callbacks.reduce_lr_on_plateau.enabled or any(
+        str(extra.get("_target_", "")).endswith("ReduceLROnPlateau")
+        for extra in cfg.callbacks.extra.values()
+    )
+    if plateau:
+        raise TapefitError(
+            f"scheduler._target_={node._target_} and ReduceLROnPlateau both set the learning "
+            "rate: choose one (scheduler=constant, or callbacks.reduce_lr_on_plateau.enabled"
+            "=false)"
+        )
+    optimizers = {f"optimizers.{n}": o for n, o in cfg.optimizers.items()} or {
+        "optimizer": cfg.optimizer
+    }
+    for key, options in optimizers.items():
+        if has_target(options.get("learning_rate")):
+            raise TapefitError(
+                f"{key}.learning_rate is a schedule and scheduler._target_={node._target_} "
+                f"is another: keep one (scheduler=constant, or a number as {key}.learning_rate)"
+            )
+
+
 REMOVED_KEYS = {
     "families": "families=[...] is gone: name your model by model._target_ and your loader by "
     "data._target_ (one road for every model; docs/tutorials/your-own-model.md)",
@@ -186,6 +218,8 @@ def check_config(cfg: Any) -> None:
             check_optimizer_node(options, key)
         elif not options.learning_rate > 0:
             raise TapefitError(f"{key}.learning_rate={options.learning_rate} must be > 0")
+    check_scheduler(cfg)
+    at_least(trainer.val_check_interval, 1, "trainer.val_check_interval", allow_null=True)
     at_least(cfg.callbacks.tensorboard.profile_batch, 0, "callbacks.tensorboard.profile_batch")
     if not 0.0 < cfg.callbacks.reduce_lr_on_plateau.factor < 1.0:
         raise TapefitError(

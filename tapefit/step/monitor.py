@@ -18,7 +18,7 @@ TELEMETRY_FIELDS = ("step", "gradient_norm", "learning_rate", "loss_scale", "ski
 DESCRIPTIONS = {
     "gradient_norm": "Global L2 norm of the gradients of the one optimizer step written (before "
     "clipping, loss scaling undone): a sample every every_n_steps steps, not a window mean.",
-    "learning_rate": "The optimizer's learning rate at this step.",
+    "learning_rate": "The learning rate this step's update used (a schedule's value).",
     "loss_scale": "LossScaleOptimizer's dynamic loss scale (mixed_float16): halves on an "
     "overflowing step, doubles after 2000 good ones.",
     "skipped_steps": "Optimizer steps skipped so far because the loss or gradients were NaN/inf "
@@ -34,6 +34,34 @@ def _step_state(model: keras.Model) -> Any:
             "tapefit.TapeModel compiled with TapeModel.compile"
         )
     return state
+
+
+def step_learning_rate(optimizer: keras.optimizers.Optimizer) -> float:
+    """The learning rate the optimizer's latest update used.
+
+    Why: `optimizer.learning_rate` is a schedule's value at the step counter, which the update
+    has already advanced: the rate of the next step, not of the one just taken.
+
+    Args:
+        optimizer: A Keras optimizer (a `LossScaleOptimizer` is looked through).
+
+    Returns:
+        The schedule at the last step taken, or the optimizer's constant learning rate.
+
+    Example:
+        >>> from keras.optimizers.schedules import PolynomialDecay
+        >>> optimizer = keras.optimizers.SGD(PolynomialDecay(1.0, 4, end_learning_rate=0.0))
+        >>> optimizer.iterations.assign(3)  # doctest: +ELLIPSIS
+        <...>
+        >>> step_learning_rate(optimizer), float(optimizer.learning_rate)
+        (0.5, 0.25)
+    """
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    schedule = getattr(inner, "_learning_rate", None)
+    if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        calls = int(keras.ops.convert_to_numpy(inner._iterations))  # batches, as Keras counts
+        return float(keras.ops.convert_to_numpy(schedule(max(calls - 1, 0))))
+    return float(keras.ops.convert_to_numpy(optimizer.learning_rate))
 
 
 class StepTelemetry(keras.callbacks.Callback):
@@ -114,7 +142,7 @@ class StepTelemetry(keras.callbacks.Callback):
         row = {
             "step": int(optimizer.iterations.numpy()),
             "gradient_norm": float(self.state.gradient_norm.numpy()),
-            "learning_rate": float(keras.ops.convert_to_numpy(optimizer.learning_rate)),
+            "learning_rate": step_learning_rate(optimizer),
         }
         if "skipped_steps" in self.fields:
             row["skipped_steps"] = int(self.state.skipped_steps.numpy())
@@ -143,6 +171,14 @@ class StepTelemetry(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.flush()  # a killed run keeps the rows of its finished epochs
+
+    def on_interrupt(self, batch: int | None) -> None:
+        """A signal stops the run after this step (`batch`; None: at the epoch's end), which
+        its checkpoint holds: record the step as usual and flush, so the resumed run's rows
+        continue these."""
+        if batch is not None:
+            self.on_train_batch_end(batch)
+        self.flush()
 
     def on_train_end(self, logs: dict | None = None) -> None:
         if int(self.model.optimizer.iterations.numpy()) > self.last_step:

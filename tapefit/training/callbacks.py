@@ -52,11 +52,22 @@ class StepProgbar(keras.callbacks.ProgbarLogger):
 
 
 class EpochLog(keras.callbacks.Callback):
-    """One `logging` line per epoch (terminal and the run directory's tapefit.log)."""
+    """One `logging` line per epoch, or per validation interval (terminal and the run
+    directory's tapefit.log)."""
+
+    intervals = False
+
+    def use_intervals(self) -> None:
+        """Validation intervals are this run's epochs: name them so, with their step."""
+        self.intervals = True
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted((logs or {}).items()))
-        log.info("epoch %d: %s", epoch + 1, shown)
+        if self.intervals:
+            step = int(self.model.optimizer.iterations.numpy())
+            log.info("interval %d (step %d): %s", epoch + 1, step, shown)
+        else:
+            log.info("epoch %d: %s", epoch + 1, shown)
 
 
 def monitor_mode(monitor: str, mode: str, key: str, objective: Objective | None) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import keras
 from omegaconf import DictConfig
 
-from tapefit.config.targets import has_target, instantiate
+from tapefit.config.targets import checked_target, has_target, instantiate
 from tapefit.errors import TapefitError
 from tapefit.training.optimizers import build_optimizer
 from tapefit.training.runtime import jit_compile_argument
@@ -27,15 +27,33 @@ def step_policies(cfg: Any) -> dict[str, Any]:
     }
 
 
-def configured_optimizer(cfg: Any) -> Any:
-    """`cfg.optimizer`, or `{name: optimizer}` for every entry of `cfg.optimizers`."""
+def configured_optimizer(cfg: Any, steps_per_epoch: int | None = None) -> Any:
+    """`cfg.optimizer`, or `{name: optimizer}` for every entry of `cfg.optimizers`, each
+    with the `scheduler` group's schedule over its learning rate (`steps_per_epoch`: the
+    training split's batches, None for an endless stream)."""
     accumulate = cfg.trainer.gradient_accumulation_steps
+    schedule = learning_rate_schedule(cfg, steps_per_epoch)
     if cfg.optimizers:
         return {
-            name: build_optimizer(options, accumulate, f"optimizers.{name}")
+            name: build_optimizer(options, accumulate, f"optimizers.{name}", schedule)
             for name, options in cfg.optimizers.items()
         }
-    return build_optimizer(cfg.optimizer, accumulate)
+    return build_optimizer(cfg.optimizer, accumulate, schedule=schedule)
+
+
+def learning_rate_schedule(cfg: Any, steps_per_epoch: int | None) -> Any:
+    """`learning_rate -> schedule` for the configured `scheduler` (None without one): its
+    `_target_` called with the learning rate, the run's total steps (`trainer.epochs` times
+    `steps_per_epoch`) and `steps_per_epoch`."""
+    node = cfg.get("scheduler")
+    if node is None:
+        return None
+    total = None if steps_per_epoch is None else cfg.trainer.epochs * steps_per_epoch
+    supplied = {"total_steps": total, "steps_per_epoch": steps_per_epoch}
+    checked_target(node, "scheduler", supplied=("learning_rate", *supplied))
+    return lambda learning_rate: instantiate(
+        node, "scheduler", learning_rate=learning_rate, **supplied
+    )
 
 
 COMPILE_ONLY_NAMES = ("accuracy", "acc", "crossentropy", "ce")  # names compile() resolves
@@ -80,11 +98,12 @@ def model_compile_defaults(model: keras.Model) -> dict[str, Any]:
     return dict(defaults()) if callable(defaults) else {}
 
 
-def compile_model(model: keras.Model, cfg: Any) -> None:
+def compile_model(model: keras.Model, cfg: Any, steps_per_epoch: int | None = None) -> None:
     """Compile `model` as the config says (inside the strategy's scope, by the caller): the
-    model's own defaults (`compile_defaults()`), then `compile.loss`/`compile.metrics`."""
+    model's own defaults (`compile_defaults()`), then `compile.loss`/`compile.metrics`;
+    `steps_per_epoch` (the training split's batches) sets the learning-rate schedule's length."""
     model.compile(
-        optimizer=configured_optimizer(cfg),
+        optimizer=configured_optimizer(cfg, steps_per_epoch),
         steps_per_execution=cfg.trainer.steps_per_execution,
         jit_compile=jit_compile_argument(cfg.trainer.jit_compile),
         run_eagerly=cfg.trainer.run_eagerly,

@@ -23,6 +23,8 @@ import keras
 import tensorflow as tf
 
 from tapefit.keras_compat import python_utils
+from tapefit.training.averaging import put_averages_in
+from tapefit.training.intervals import FitPlan
 
 log = logging.getLogger("tapefit")
 
@@ -32,9 +34,13 @@ class ContinuedCallbacks(keras.callbacks.CallbackList):
     only when `begins` (the run's first call), `on_train_end` never (`Fitting.end` calls it
     once, after the last). Keras uses a `CallbackList` it is given as it is."""
 
-    def __init__(self, callbacks: list[Any], *, begins: bool, **params: Any) -> None:
+    def __init__(
+        self, callbacks: list[Any], *, begins: bool, intervals: bool = False, **params: Any
+    ) -> None:
         super().__init__(callbacks, add_history=False, add_progbar=False, **params)
         self.begins = begins
+        self.intervals = intervals  # epochs are validation intervals over one stream
+        self.batches = 0
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         if self.begins:
@@ -51,13 +57,22 @@ class ContinuedCallbacks(keras.callbacks.CallbackList):
 
     # Keras' loops over the callbacks, watching which one stops the run: it is logged.
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self.epoch = epoch
+        self.epoch, self.batches = epoch, 0
         super().on_epoch_begin(epoch, logs)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if self._async_train:
             self._flush_futures()
         logs = python_utils.pythonify_logs(logs)
+        short = self.batches < (self.params.get("steps") or 0) and not self.model.stop_training
+        if self.intervals and short:
+            # The stream ran out inside this interval: Keras would read it again from its
+            # start in the next. An interval with no step is no point at all.
+            self.model.stop_training = True
+            if epoch + 1 < self.params.get("epochs", 0):
+                log.info("the training stream ended in interval %d", epoch + 1)
+            if not self.batches:
+                return
         for callback in self.callbacks:
             stopped = self.model.stop_training
             callback.on_epoch_end(epoch, logs)
@@ -65,6 +80,7 @@ class ContinuedCallbacks(keras.callbacks.CallbackList):
                 log.info("%s", stop_message(callback, f"at the end of epoch {epoch + 1}"))
 
     def _on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self.batches = batch + 1
         logs = python_utils.pythonify_logs(logs)
         for callback in self.callbacks:
             stopped = self.model.stop_training
@@ -121,21 +137,32 @@ class Fitting:
 
     def __init__(self, cfg: Any, model: keras.Model, data: Any, callbacks: list) -> None:
         self.cfg, self.model, self.data = cfg, model, data
+        self.plan = FitPlan.of(cfg.trainer, data.train)
+        self.stream = self.plan.stream(data.train, cfg.trainer.epochs)
         self.history = keras.callbacks.History()
         self.callbacks = [*callbacks, self.history]
+        for callback in self.callbacks if self.plan.interval else []:
+            if hasattr(callback, "use_intervals"):  # those that say "epoch" otherwise
+                callback.use_intervals()
         self.active: ContinuedCallbacks | None = None  # the list of the latest `fit`
         self.last_logs: dict | None = None
 
+    def restart_stream(self, data: Any) -> None:
+        """Read the training stream of `data` (the same data, built afresh) from now on."""
+        self.stream = self.plan.stream(data.train, self.cfg.trainer.epochs)
+
     def run(self, segment: Segment, unknown_length: bool) -> None:
         """Train the epochs of `segment` with `model.fit`."""
-        trainer = self.cfg.trainer
-        train = self.data.train.skip(segment.skip_steps) if segment.skip_steps else self.data.train
+        trainer, plan = self.cfg.trainer, self.plan
+        offset = plan.stream_offset(segment.first, segment.skip_steps)
+        train = self.stream.skip(offset) if offset else self.stream
         steps_per_epoch = (
-            trainer.steps_per_epoch - segment.skip_steps if trainer.steps_per_epoch else None
+            plan.steps_per_epoch - segment.skip_steps if plan.steps_per_epoch else None
         )
         callbacks = ContinuedCallbacks(
             self.callbacks,
             begins=self.active is None,
+            intervals=plan.interval is not None,
             model=self.model,
             verbose=trainer.verbose,
             epochs=segment.stop,
@@ -143,7 +170,7 @@ class Fitting:
         )
         self.active = callbacks
         with warnings.catch_warnings(), deferred_finalize(self.model.optimizer):
-            if unknown_length:  # a stream ends each epoch by running out: not worth a warning
+            if unknown_length or plan.interval:  # a stream ends by running out: no warning
                 warnings.filterwarnings("ignore", message="Your input ran out of data")
             self.model.fit(
                 train,
@@ -161,12 +188,11 @@ class Fitting:
 
     def end(self) -> None:
         """What Keras' `fit` does after its last epoch, once, after the run's last `fit`: the
-        optimizer's final values (`use_ema=True` puts the averages into the model), then
+        optimizers' final values (`use_ema=True` puts the averages into the model), then
         `on_train_end` of every callback (EarlyStopping restores its best weights, CSVLogger
         and TensorBoard close their files)."""
         if self.active is not None:
-            if isinstance(self.model.optimizer, keras.optimizers.Optimizer):
-                self.model.optimizer.finalize_variable_values(self.model.trainable_weights)
+            put_averages_in(self.model)  # every EMA optimizer's, each over its own variables
             for callback in self.callbacks:
                 callback.on_train_end(self.last_logs)
 

@@ -162,6 +162,12 @@ class StopOnSignal(keras.callbacks.Callback):
         self.signum: int | None = None
         self.training = False
         self.checkpoint: Any = None
+        self.later: list[Any] = []  # the callbacks after this one, which the stop skips
+
+    def use_callbacks(self, callbacks: list[Any]) -> None:
+        """The run's callbacks: those after this one get `on_interrupt(batch)` before the stop
+        (a step's telemetry writer records the step and flushes what it holds)."""
+        self.later = callbacks[callbacks.index(self) + 1 :] if self in callbacks else []
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         self.training = True
@@ -174,7 +180,7 @@ class StopOnSignal(keras.callbacks.Callback):
             return
         if self.checkpoint is not None and not self.checkpoint.save_steps_done(batch):
             return  # the epoch's last step: its validation and checkpoint come first
-        raise RunInterrupted(self.signum)
+        self._interrupt(batch)
 
     def on_test_batch_end(self, batch: int, logs: dict | None = None) -> None:
         if self.signum is not None and self.checkpoint is None:
@@ -182,7 +188,15 @@ class StopOnSignal(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         if self.signum is not None:
-            raise RunInterrupted(self.signum)
+            self._interrupt(None)
+
+    def _interrupt(self, batch: int | None) -> None:
+        """Tell the callbacks after this one (`on_interrupt(batch)`; None at an epoch's end),
+        then stop."""
+        for callback in self.later:
+            if hasattr(callback, "on_interrupt"):
+                callback.on_interrupt(batch)
+        raise RunInterrupted(self.signum)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -17,18 +18,24 @@ OPTIONAL_KEYS = ("weight_decay", "momentum", "clipnorm", "global_clipnorm", "cli
 
 
 def build_optimizer(
-    cfg: Any, gradient_accumulation_steps: int | None = None, key: str = "optimizer"
+    cfg: Any,
+    gradient_accumulation_steps: int | None = None,
+    key: str = "optimizer",
+    schedule: Callable[[float], Any] | None = None,
 ) -> keras.optimizers.Optimizer:
     """The optimizer the node `cfg` (at `key`) describes: `_target_` and its arguments, or a
     `keras.optimizers` name with options (null options keep Keras' defaults).
 
     `gradient_accumulation_steps` k > 1 makes the optimizer average k batches' gradients and
-    update once every k steps (Keras' own accumulation).
+    update once every k steps (Keras' own accumulation). `schedule(learning_rate)` turns the
+    node's learning rate into the one the optimizer gets (the `scheduler` group's).
     """
     check_accumulation(gradient_accumulation_steps)
-    accumulate = {}
+    accumulate: dict[str, Any] = {}
     if gradient_accumulation_steps is not None and gradient_accumulation_steps > 1:
         accumulate["gradient_accumulation_steps"] = int(gradient_accumulation_steps)
+    if schedule is not None and isinstance(cfg.get("learning_rate"), int | float):
+        accumulate["learning_rate"] = schedule(float(cfg.learning_rate))
     if has_target(cfg):
         check_optimizer_node(cfg, key)
         optimizer = instantiate(cfg, key, **accumulate)

@@ -60,6 +60,16 @@ class StepTensorBoard(keras.callbacks.TensorBoard):
         finally:
             self._global_train_batch = calls
 
+    def use_intervals(self) -> None:
+        """Validation intervals are this run's epochs (`trainer.val_check_interval`): write
+        the `epoch_*` scalars at the optimizer step, so the points lie N steps apart."""
+        self.epochs_are_intervals = True
+
+    def _log_epoch_metrics(self, epoch: int, logs: dict | None) -> None:
+        if getattr(self, "epochs_are_intervals", False):
+            epoch = int(self.model.optimizer.iterations.numpy())
+        super()._log_epoch_metrics(epoch, logs)
+
     def _stop_trace(self, batch: int | None = None) -> None:
         super()._stop_trace(batch)
         stop_collecting_graphs()

@@ -1,0 +1,272 @@
+"""Training recipes from config: learning-rate schedules, weight EMA and validation every N
+steps, each through `tapefit.run` on the digits, and together across a SIGTERM and a resume."""
+
+import csv
+import dataclasses
+import gc
+import itertools
+import json
+import math
+
+import keras
+import numpy as np
+import pytest
+
+import tapefit
+from tapefit.errors import TapefitError
+from tapefit.runner.validation import check_config
+from tapefit.training import schedules
+from tapefit.training.lifecycle import RunInterrupted
+from tests.helpers import scalar_tags
+
+STEPS = 10  # optimizer steps per epoch: 320 digits in batches of 32
+QUICK = [
+    "data.train_limit=320",
+    "trainer.verbose=0",
+    "trainer.steps_per_execution=1",
+    "trainer.deterministic=true",
+    "callbacks.step_telemetry.every_n_steps=1",
+]
+
+
+def run(run_dir, *overrides, callbacks=()):
+    gc.collect()
+    keras.utils.set_random_seed(1234)
+    return tapefit.run(tapefit.compose([*QUICK, *overrides]), run_dir, list(callbacks))
+
+
+def steps_csv(run_dir):
+    with open(run_dir / "steps.csv") as handle:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+
+
+# -- schedules: values against NumPy references ----------------------------------------------
+
+
+def values(schedule, steps):
+    return np.array([float(schedule(step)) for step in steps])
+
+
+def test_cosine_with_warmup_matches_its_formula():
+    total, warm, peak, floor = 50, 10, 0.1, 0.001
+    got = values(schedules.cosine(peak, total, 10, warmup_steps=warm, min_lr=floor), range(total))
+    steps = np.arange(total, dtype=float)
+    progress = (steps - warm) / (total - 1 - warm)
+    decayed = floor + (peak - floor) * 0.5 * (1 + np.cos(np.pi * progress))
+    want = np.where(steps < warm, peak * steps / warm, decayed)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-8)
+    assert got[-1] == pytest.approx(floor, rel=1e-5)
+
+
+def test_linear_exponential_and_piecewise_match_their_formulas():
+    total = 40
+    steps = np.arange(total, dtype=float)
+    linear = values(schedules.linear(0.2, total, 8, warmup_fraction=0.25, min_lr=0.02), steps)
+    want = np.where(steps < 10, 0.2 * steps / 10, 0.2 - (0.2 - 0.02) * (steps - 10) / (total - 11))
+    np.testing.assert_allclose(linear, np.maximum(want, 0.0), rtol=1e-5, atol=1e-8)
+
+    smooth = values(schedules.exponential(0.1, total, 8, decay_rate=0.5, min_lr=0.02), steps)
+    np.testing.assert_allclose(smooth, np.maximum(0.1 * 0.5 ** (steps / 8), 0.02), rtol=1e-5)
+    stairs = values(schedules.exponential(0.1, total, 8, decay_rate=0.5, staircase=True), steps)
+    np.testing.assert_allclose(stairs, 0.1 * 0.5 ** np.floor(steps / 8), rtol=1e-5)
+
+    steps_decay = values(schedules.piecewise(1.0, total, 8, milestones=[0.5, 0.75]), steps)
+    want = np.where(steps <= 20, 1.0, np.where(steps <= 30, 0.1, 0.01))
+    np.testing.assert_allclose(steps_decay, want, rtol=1e-5)
+
+
+def test_constant_without_warmup_is_the_plain_learning_rate():
+    assert schedules.constant(0.003, 100, 10) == 0.003
+    warm = values(schedules.constant(0.5, 100, 10, warmup_steps=4), range(6))
+    np.testing.assert_allclose(warm, [0.0, 0.125, 0.25, 0.375, 0.5, 0.5])
+
+
+def test_a_schedule_survives_keras_serialisation():
+    schedule = schedules.cosine(0.01, 100, 10, warmup_fraction=0.1, min_lr=1e-4)
+    again = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
+    np.testing.assert_array_equal(
+        values(again, range(0, 100, 7)), values(schedule, range(0, 100, 7))
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["scheduler=cosine", "scheduler.warmup_fraction=1.5"], "warmup_fraction=1.5 must be in"),
+        (["scheduler=cosine", "scheduler.min_lr=0.5"], "scheduler.min_lr=0.5 must be in"),
+        (["scheduler=cosine", "scheduler.warmup_steps=500"], "leaves no step to decay over"),
+        (["scheduler=piecewise", "scheduler.milestones=[0.8,0.3]"], "must be increasing"),
+        (["scheduler=exponential", "scheduler.decay_rate=2"], "decay_rate=2 must be in (0, 1]"),
+        (["scheduler=cosine", "+scheduler.warmup=3"], "takes no argument 'warmup'"),
+        (
+            ["scheduler=cosine", "callbacks.reduce_lr_on_plateau.enabled=true"],
+            "and ReduceLROnPlateau both set the learning rate",
+        ),
+        (["trainer.val_check_interval=0"], "trainer.val_check_interval=0 must be"),
+    ],
+)
+def test_bad_recipe_settings_are_one_line_before_training(tmp_path, overrides, message):
+    with pytest.raises(TapefitError, match=None) as error:
+        run(tmp_path / "bad", *overrides)
+    assert message in str(error.value) and "\n" not in str(error.value)
+    assert json.loads((tmp_path / "bad" / "status.json").read_text())["state"] == "failed"
+    assert not (tmp_path / "bad" / "history.json").exists()
+
+
+def test_a_schedule_over_an_endless_stream_needs_steps_per_epoch():
+    with pytest.raises(TapefitError, match="endless training stream does not have"):
+        schedules.cosine(0.01, None, None)
+    assert float(schedules.constant(0.01, None, None, warmup_steps=5)(2)) == pytest.approx(0.004)
+
+
+def test_the_schedule_keys_are_checked_with_the_config(compose):
+    check_config(compose(["scheduler=linear", "scheduler.warmup_fraction=0.1"]))
+    with pytest.raises(TapefitError, match=r"scheduler.min_lrr: .*did you mean scheduler.min_lr"):
+        check_config(compose(["scheduler=linear", "+scheduler.min_lrr=0.1"]))
+
+
+# -- end to end ---------------------------------------------------------------------------
+
+
+def test_cosine_warmup_rises_for_a_fifth_of_the_run_then_falls_to_min_lr(tmp_path):
+    peak, floor = 0.002, 1e-5
+    run_dir = tmp_path / "cosine"
+    run(
+        run_dir,
+        "trainer.epochs=3",
+        f"optimizer.learning_rate={peak}",
+        "scheduler=cosine",
+        "scheduler.warmup_fraction=0.2",
+        f"scheduler.min_lr={floor}",
+    )
+    rows = steps_csv(run_dir)
+    assert [r["step"] for r in rows] == list(range(1, 3 * STEPS + 1))
+    rates = [r["learning_rate"] for r in rows]
+    warm = round(0.2 * 3 * STEPS)
+    assert all(a < b for a, b in itertools.pairwise(rates[: warm + 1]))
+    assert rates[warm] == pytest.approx(peak, rel=1e-6)  # the step after the warmup: the peak
+    assert all(a > b for a, b in itertools.pairwise(rates[warm:]))
+    assert rates[-1] == pytest.approx(floor, rel=1e-5)  # the last step's update used min_lr
+    board = scalar_tags(run_dir / "tensorboard" / "train")
+    np.testing.assert_allclose(board["step/learning_rate"], rates, rtol=1e-6)
+    reloaded = keras.models.load_model(run_dir / "model.keras")  # the schedule deserialises
+    assert isinstance(reloaded.optimizer.learning_rate, keras.Variable) or float(
+        reloaded.optimizer.learning_rate
+    ) == pytest.approx(floor, rel=1e-4)
+
+
+class RawWeights(keras.callbacks.Callback):
+    """The model's raw (not averaged) weights after the last training step."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.weights = [np.array(w) for w in self.model.get_weights()]
+
+
+@pytest.mark.parametrize("strategy", ["default", "mirrored"])
+def test_ema_weights_are_validated_tested_and_saved(tmp_path, strategy):
+    run_dir = tmp_path / strategy
+    raw = RawWeights()
+    devices = ["trainer.devices=[cpu:0,cpu:1]"] if strategy == "mirrored" else []
+    results = run(
+        run_dir,
+        "trainer.epochs=2",
+        "optimizer.use_ema=true",
+        "optimizer.ema_momentum=0.9",
+        "trainer.test_weights=last",
+        f"trainer.strategy={strategy}",
+        *devices,
+        callbacks=[raw],
+    )
+    model = keras.models.load_model(run_dir / "model.keras")
+    saved = model.get_weights()
+    assert any(not np.array_equal(a, b) for a, b in zip(saved, raw.weights, strict=True))
+    data = tapefit.runner.train.build_data(tapefit.compose([*QUICK]))
+    evaluated = model.evaluate(data.test, return_dict=True, verbose=0)
+    for name, value in evaluated.items():
+        assert value == pytest.approx(results[f"test_{name}"], rel=1e-6, abs=1e-7)
+    # validation saw the averages too: the last epoch's val_loss is the saved model's
+    history = json.loads((run_dir / "history.json").read_text())
+    val = model.evaluate(data.val, return_dict=True, verbose=0)
+    assert history["val_loss"][-1] == pytest.approx(val["loss"], rel=1e-5)
+
+
+def test_validation_every_ten_steps_in_history_and_tensorboard(tmp_path):
+    run_dir = tmp_path / "interval"
+    results = run(run_dir, "trainer.epochs=3", "trainer.val_check_interval=7")
+    history = json.loads((run_dir / "history.json").read_text())
+    intervals = math.ceil(3 * STEPS / 7)  # 7, 14, 21, 28, then the last 2 steps
+    assert len(history["val_loss"]) == results["epochs_run"] == intervals
+    board = scalar_tags(run_dir / "tensorboard" / "validation")
+    assert len(board["epoch_loss"]) == intervals
+    np.testing.assert_allclose(board["epoch_loss"], history["val_loss"], rtol=1e-6)
+    steps = steps_by_tag(run_dir / "tensorboard" / "validation", "epoch_loss")
+    assert steps == [7, 14, 21, 28, 30]
+    log = (run_dir / "tapefit.log").read_text() if (run_dir / "tapefit.log").exists() else ""
+    assert "ran out of data" not in log
+
+
+def steps_by_tag(log_dir, tag):
+    import tensorflow as tf
+
+    steps = []
+    for events in sorted(log_dir.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            steps += [event.step for value in event.summary.value if value.tag == tag]
+    return steps
+
+
+def test_validation_interval_needs_a_validation_split(tmp_path):
+    def without_validation(cfg):
+        return dataclasses.replace(tapefit.runner.train.build_data(cfg), val=None)
+
+    cfg = tapefit.compose([*QUICK, "trainer.val_check_interval=5"])
+    with pytest.raises(TapefitError, match="val_check_interval needs a validation split"):
+        tapefit.run(cfg, tmp_path / "noval", load_data=without_validation)
+
+
+class SigtermAt(keras.callbacks.Callback):
+    """SIGTERM to this process at the end of optimizer step `step`."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        import signal
+
+        if int(self.model.optimizer.iterations) == self.step:
+            signal.raise_signal(signal.SIGTERM)
+
+
+RECIPE = [
+    "trainer.epochs=3",
+    "scheduler=cosine",
+    "scheduler.warmup_fraction=0.2",
+    "optimizer.use_ema=true",
+    "trainer.val_check_interval=7",
+    "callbacks.early_stopping.enabled=true",
+    "callbacks.early_stopping.patience=2",
+]
+
+
+def test_schedule_ema_and_intervals_resume_after_sigterm_bitwise(tmp_path):
+    whole = run(tmp_path / "whole", *RECIPE)
+    cut = tmp_path / "cut"
+    with pytest.raises(RunInterrupted):  # between the validations at steps 7 and 14
+        run(cut, *RECIPE, callbacks=[SigtermAt(10)])
+    resumed = run(cut, *RECIPE, "resume=true")
+    for name in ("history.json",):
+        assert json.loads((cut / name).read_text()) == json.loads(
+            (tmp_path / "whole" / name).read_text()
+        )
+    assert {k: v for k, v in resumed.items() if k.startswith("test_")} == {
+        k: v for k, v in whole.items() if k.startswith("test_")
+    }
+    a = keras.models.load_model(tmp_path / "whole" / "model.keras")
+    b = keras.models.load_model(cut / "model.keras")
+    for x, y in zip(a.get_weights(), b.get_weights(), strict=True):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(a.optimizer.variables, b.optimizer.variables, strict=True):
+        np.testing.assert_array_equal(np.array(x), np.array(y))
+    rows_whole, rows_cut = steps_csv(tmp_path / "whole"), steps_csv(cut)
+    assert [r["learning_rate"] for r in rows_cut] == [r["learning_rate"] for r in rows_whole]
