@@ -94,6 +94,15 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
         tests = [f"{k}={v:.4f}" for k, v in metrics.items() if k.startswith("test_")]
         print("test metrics: " + (", ".join(tests) or "none (the data has no test split)"))
         return metrics
+    if cfg.tune.algorithm == "lr_find":
+        from tapefit.sweeps.lr_find import find
+
+        summary = find(cfg, output_dir)
+        print(
+            f"suggested learning rate: {summary['suggested_lr']:.3g} "
+            f"(lr_find.png, lr_find.csv); train with: {summary['override']}"
+        )
+        return summary
     if cfg.tune.algorithm == "optuna":  # Optuna is imported only here (the sweep extra)
         from tapefit.sweeps.optuna_search import search
     else:

@@ -70,7 +70,7 @@ LAYERS = [
     },
     {"sweeps.records"},
     {"runner"},
-    {"sweeps.tuning", "sweeps.summary", "sweeps.trials", "sweeps.optuna_search"},
+    {"sweeps.tuning", "sweeps.summary", "sweeps.trials", "sweeps.optuna_search", "sweeps.lr_find"},
     {"__init__", "__main__", "launch", "evaluate", "predict"},
 ]
 KEYS = {key: rank for rank, names in enumerate(LAYERS) for key in names}

@@ -87,6 +87,27 @@ class ExportFormat(str, Enum):
     openvino = "openvino"  # export/openvino/<endpoint>.xml + .bin, OpenVINO IR
 
 
+class DebugMode(str, Enum):
+    """What a `debug=NAME` preset (conf/debug/) makes of the run."""
+
+    none = "none"  # an ordinary run
+    fast_dev_run = "fast_dev_run"  # `debug.batches` batches of every split, nothing kept
+    overfit = "overfit"  # a few fixed batches: can the model drive its training loss down?
+    profile = "profile"  # TensorBoard's profiler over a few steps
+    numerics = "numerics"  # TensorFlow's check-numerics names the op that first made NaN/inf
+
+
+@dataclass
+class DebugConfig:
+    """Set by the `debug` presets (conf/debug/*.yaml), as lightning-hydra-template's."""
+
+    mode: DebugMode = DebugMode.none  # set by debug=NAME
+    batches: int = 1  # fast_dev_run/overfit: batches of each split, at least 1
+    # overfit: the run passes when its last epoch's training loss is below this share of
+    # its first epoch's, in (0, 1)
+    overfit_ratio: float = 0.1
+
+
 @dataclass
 class OptimizerConfig:
     """Any `keras.optimizers` class by name; unset options keep Keras' defaults. The shipped
@@ -164,7 +185,7 @@ class TensorBoardConfig:
     update_freq: UpdateFreq = UpdateFreq.epoch
     histogram_freq: int = 0
     write_graph: bool = False
-    profile_batch: int = 0
+    profile_batch: Any = 0  # a batch, or "start,stop" (batches from 1); 0: none
 
 
 @dataclass
@@ -271,6 +292,7 @@ class TuneAlgorithm(str, Enum):
     hyperband = "hyperband"
     grid = "grid"
     optuna = "optuna"  # Optuna's own study (tapefit/sweeps/optuna_search.py): TPE, pruning
+    lr_find = "lr_find"  # the learning-rate range test (tapefit/sweeps/lr_find.py), no search
 
 
 class ParamType(str, Enum):
@@ -333,6 +355,17 @@ OPTUNA_KEYS = {
 
 
 @dataclass
+class LrFindConfig:
+    """`tune=lr_find`: the exponential learning-rate range test (Smith, 2017)."""
+
+    min_lr: float = 1.0e-7  # the first step's learning rate, > 0
+    max_lr: float = 10.0  # the last step's learning rate, above min_lr
+    steps: int = 100  # training steps, the learning rate growing exponentially, at least 5
+    smoothing: float = 0.98  # the loss's exponential moving average factor, in [0, 1)
+    diverge_factor: float = 4.0  # stop once the smoothed loss exceeds this times its best
+
+
+@dataclass
 class TuneConfig:
     """`tune=<algorithm>`: a keras-tuner search or an Optuna study whose trials are ordinary
     tapefit runs."""
@@ -357,6 +390,7 @@ class TuneConfig:
     pruner_startup_trials: int = 5  # optuna median: trials that finish before any is pruned
     pruner_warmup_epochs: int = 0  # optuna median: epochs every trial runs before pruning
     space: dict[str, SpaceEntry] = field(default_factory=dict)  # conf/search_space/*.yaml
+    lr_find: LrFindConfig = field(default_factory=LrFindConfig)  # tune=lr_find's settings
 
 
 @dataclass
@@ -395,6 +429,7 @@ class TapefitConfig:
     # Removed: model families. A non-empty list is refused with the way to migrate.
     families: list[str] = field(default_factory=list)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    debug: DebugConfig = field(default_factory=DebugConfig)  # debug=fast_dev_run|overfit|...
     callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
     tune: TuneConfig = field(default_factory=TuneConfig)
 

@@ -15,6 +15,7 @@ from tapefit.errors import TapefitError
 from tapefit.files import to_builtin, write_json
 from tapefit.protocols import hook
 from tapefit.runner.model_node import objective_of
+from tapefit.training.debugging import overfit_verdict
 from tapefit.training.lifecycle import METRICS_FILE
 from tapefit.training.outputs import (
     plot_curves,
@@ -63,6 +64,7 @@ def finalize(
         **write_model_summary(model, run_dir / "model_summary.txt"),
     )
     results.setdefault("tested_epoch", results["epochs_run"] or None)
+    results.update(overfit_verdict(cfg, history))  # debug=overfit: did the loss fall enough?
     if history:
         plot_curves(history, run_dir / "curves.png", name, epoch, results["tested_epoch"])
     results = to_builtin(results)

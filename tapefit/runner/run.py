@@ -30,6 +30,7 @@ from tapefit.runner.validation import check_config
 from tapefit.training.averaging import AveragedWeights, uses_averages
 from tapefit.training.building import check_epoch_lengths
 from tapefit.training.callback_state import apply as apply_callback_states
+from tapefit.training.debugging import announce, explain_numerics, limited, numerics_checked
 from tapefit.training.fitting import Fitting, Segment, replay_shuffles
 from tapefit.training.intervals import check_interval
 from tapefit.training.lifecycle import StopOnSignal, interruptible, scratch_run_dir
@@ -84,7 +85,11 @@ class Run:
 
     def _recorded(self) -> dict[str, Any]:
         with RunRecord(self.cfg, self.run_dir, self.hparams_session) as record:
-            with interruptible(self.stopper), released_custom_gradients():
+            with (
+                interruptible(self.stopper),
+                released_custom_gradients(),
+                numerics_checked(self.cfg),
+            ):
                 results = self._train(record)
             CheckpointConnector(self.cfg, self.run_dir).discard()
             record.completed(results)
@@ -93,6 +98,7 @@ class Run:
     def _train(self, record: RunRecord) -> dict[str, Any]:
         started = time.perf_counter()
         check_config(self.cfg)
+        announce(self.cfg)
         if self.tracked and self.cfg.get("logger") is not None:
             record.track(phases.build_logger(self.cfg))
             self.loggers = record.tracker_callbacks()
@@ -103,14 +109,14 @@ class Run:
             return self._fit_and_finish(data, strategy, started)
         except tf.errors.OpError as error:
             diagnose = getattr(data, "diagnose", None)  # the data's own one-line account
-            explained = diagnose(error) if diagnose is not None else None
+            explained = explain_numerics(error) or (diagnose(error) if diagnose else None)
             if not isinstance(explained, TapefitError):
                 raise
         raise explained
 
     def _data(self, strategy: tf.distribute.Strategy | None = None) -> Any:
         """The run's data, loaded (and, across workers, sharded)."""
-        data = self.load_data(self.cfg)
+        data = limited(self.cfg, self.load_data(self.cfg))  # debug presets: fewer batches
         if self.cfg.trainer.strategy == "multi_worker":
             strategy = strategy or tf.distribute.get_strategy()
             data = phases.sharded(data, self.cfg.trainer.shard_policy, strategy)

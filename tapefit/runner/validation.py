@@ -24,6 +24,7 @@ from tapefit.training.callbacks import (
     WRITERS,
     callback_arguments,
 )
+from tapefit.training.debugging import check_debug
 from tapefit.training.objective import Objective, check_objective
 from tapefit.training.optimizers import check_optimizer_node
 from tapefit.training.runtime import cluster_source, device_names
@@ -186,6 +187,21 @@ def check_scheduler(cfg: Any) -> None:
             )
 
 
+def check_profile_batch(value: Any) -> None:
+    """`callbacks.tensorboard.profile_batch`: a batch >= 0 (0: none) or "start,stop"."""
+    key = "callbacks.tensorboard.profile_batch"
+    if isinstance(value, int) and not isinstance(value, bool):
+        at_least(value, 0, key)
+        return
+    parts = str(value).split(",")
+    if len(parts) != 2 or not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+        raise TapefitError(
+            f"{key}={value} must be a batch (0: none) or 'start,stop' batches from 1, e.g. '3,8'"
+        )
+    if int(parts[0]) > int(parts[1]):
+        raise TapefitError(f"{key}={value}: the start batch comes after the stop batch")
+
+
 REMOVED_KEYS = {
     "families": "families=[...] is gone: name your model by model._target_ and your loader by "
     "data._target_ (one road for every model; docs/tutorials/your-own-model.md)",
@@ -220,7 +236,8 @@ def check_config(cfg: Any) -> None:
             raise TapefitError(f"{key}.learning_rate={options.learning_rate} must be > 0")
     check_scheduler(cfg)
     at_least(trainer.val_check_interval, 1, "trainer.val_check_interval", allow_null=True)
-    at_least(cfg.callbacks.tensorboard.profile_batch, 0, "callbacks.tensorboard.profile_batch")
+    check_profile_batch(cfg.callbacks.tensorboard.profile_batch)
+    check_debug(cfg)
     if not 0.0 < cfg.callbacks.reduce_lr_on_plateau.factor < 1.0:
         raise TapefitError(
             f"callbacks.reduce_lr_on_plateau.factor={cfg.callbacks.reduce_lr_on_plateau.factor}"

@@ -4,6 +4,7 @@ axis that `step/*` and `evaluation_*` use, and `write_graph` through the traced 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -38,6 +39,13 @@ class StepTensorBoard(keras.callbacks.TensorBoard):
         >>> sorted(path.name for path in Path("logs").iterdir())
         ['train', 'validation']
     """
+
+    def __init__(self, *args: Any, profile_batch: int | str | list[int] = 0, **kwargs: Any) -> None:
+        """Keras' TensorBoard arguments; `profile_batch` also as "start,stop" or [start, stop]
+        (the batches profiled, from 1), which Keras takes and its default hides."""
+        if isinstance(profile_batch, list):
+            profile_batch = tuple(profile_batch)
+        super().__init__(*args, profile_batch=profile_batch, **kwargs)
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         super().on_train_begin(logs)

@@ -270,3 +270,94 @@ def test_schedule_ema_and_intervals_resume_after_sigterm_bitwise(tmp_path):
         np.testing.assert_array_equal(np.array(x), np.array(y))
     rows_whole, rows_cut = steps_csv(tmp_path / "whole"), steps_csv(cut)
     assert [r["learning_rate"] for r in rows_cut] == [r["learning_rate"] for r in rows_whole]
+
+
+# -- debug presets and the learning-rate range test -----------------------------------------
+
+
+def mnist_file(path):
+    """A small file in mnist.npz's format (keras.datasets.mnist's arrays)."""
+    rng = np.random.default_rng(0)
+    arrays = {
+        "x_train": rng.integers(0, 256, (256, 28, 28), dtype=np.uint8),
+        "y_train": rng.integers(0, 10, 256, dtype=np.uint8),
+        "x_test": rng.integers(0, 256, (64, 28, 28), dtype=np.uint8),
+        "y_test": rng.integers(0, 10, 64, dtype=np.uint8),
+    }
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize("experiment", ["classifier", "mnist", "siamese"])
+def test_fast_dev_run_runs_one_batch_of_every_shipped_experiment(tmp_path, experiment):
+    extra = [f"data.path={mnist_file(tmp_path / 'mnist.npz')}"] if experiment == "mnist" else []
+    cfg = tapefit.compose([f"experiment={experiment}", "debug=fast_dev_run", *extra])
+    results = tapefit.run(cfg, tmp_path / "run")
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "completed" and results["epochs_run"] == 1
+    assert not (tmp_path / "run" / "model.keras").exists()
+    assert (
+        not (tmp_path / "run" / "resume").exists()
+        and not (tmp_path / "run" / "tensorboard").exists()
+    )
+
+
+def test_fast_dev_run_says_so_from_the_cli(tmp_path):
+    from tests.helpers import run_cli
+
+    result = run_cli("debug=fast_dev_run", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = (tmp_path / "tapefit.log").read_text()
+    assert "debug=fast_dev_run: 1 batch(es) of each split" in log
+    assert json.loads((tmp_path / "status.json").read_text())["state"] == "completed"
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert len(history["loss"]) == 1
+
+
+def test_overfit_reports_that_the_digits_cnn_can_learn_four_batches(tmp_path):
+    results = run(tmp_path / "overfit", "debug=overfit", "trainer.epochs=25")
+    verdict = results["overfit"]
+    assert verdict["passed"] and verdict["last_loss"] < verdict["threshold"]
+    assert verdict["threshold"] == pytest.approx(0.1 * verdict["first_loss"])
+    history = json.loads((tmp_path / "overfit" / "history.json").read_text())
+    assert verdict["last_loss"] == history["loss"][-1]
+
+
+def test_overfit_fails_for_a_model_that_cannot_learn(tmp_path):
+    results = run(
+        tmp_path / "stuck", "debug=overfit", "trainer.epochs=3", "optimizer.learning_rate=1e-9"
+    )
+    assert results["overfit"]["passed"] is False
+
+
+def test_numerics_names_the_op_that_first_made_a_nan(tmp_path):
+    with pytest.raises(
+        TapefitError, match=r"debug=numerics: op \w+ \(node .*\) produced the first NaN"
+    ):
+        run(tmp_path / "nan", "debug=numerics", "trainer.epochs=2", "optimizer.learning_rate=1e12")
+    assert json.loads((tmp_path / "nan" / "status.json").read_text())["state"] == "failed"
+    import tensorflow as tf
+
+    assert float(tf.math.log(tf.constant(0.0))) == -math.inf  # check-numerics is off again
+
+
+def test_profile_writes_a_profiler_trace(tmp_path):
+    run(tmp_path / "profile", "debug=profile")
+    traces = list((tmp_path / "profile" / "tensorboard").rglob("*.xplane.pb"))
+    assert len(traces) == 1
+
+
+def test_lr_find_suggests_a_rate_near_one_that_trains_the_digits_cnn(tmp_path):
+    from tapefit.sweeps.lr_find import find
+
+    summary = find(tapefit.compose(["tune=lr_find"]), tmp_path / "lr")
+    # Adam at 1e-3 trains the digits CNN to ~0.95 validation accuracy in 3 epochs
+    assert 1e-4 <= summary["suggested_lr"] <= 1e-2
+    rows = np.loadtxt(tmp_path / "lr" / "lr_find.csv", delimiter=",", skiprows=1)
+    assert len(rows) == summary["steps_run"] and np.all(np.diff(rows[:, 1]) > 0)
+    assert (tmp_path / "lr" / "lr_find.png").stat().st_size > 0
+    assert summary["override"] == f"optimizer.learning_rate={summary['suggested_lr']:.3g}"
+    assert not (tmp_path / "lr" / "model.keras").exists()
+    rate = f"optimizer.learning_rate={summary['suggested_lr']}"
+    trained = run(tmp_path / "trained", "data.train_limit=null", "trainer.epochs=3", rate)
+    assert trained["objective_value"] > 0.9  # validation accuracy
