@@ -24,6 +24,83 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     )
 
 
+# The child of `run_cli_batch`: the module's real entry point (for `tapefit`, the Hydra one in
+# tapefit/__main__.py), called once per argument list with sys.argv, stdout and stderr of its
+# own; each result is appended as one JSON line as soon as the invocation ends, so a crash loses
+# only the invocations after it.
+_BATCH_CHILD = """
+import contextlib, importlib, io, json, sys, traceback
+
+results, invocations = sys.argv[1], json.loads(sys.argv[2])
+
+for module, args in invocations:
+    entry = importlib.import_module("tapefit.__main__" if module == "tapefit" else module)
+    out, err = io.StringIO(), io.StringIO()
+    sys.argv = [module, *args]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            returned = entry.main()
+            # `python -m tapefit` ignores main's value; the others end with sys.exit(main())
+            if module != "tapefit":
+                sys.exit(returned)
+            code = 0
+        except SystemExit as stop:  # what the interpreter would make of it
+            if stop.code is None or isinstance(stop.code, int):
+                code = stop.code or 0
+            else:
+                print(stop.code, file=sys.stderr)
+                code = 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    with open(results, "a") as file:
+        file.write(json.dumps([code, out.getvalue(), err.getvalue()]) + "\\n")
+"""
+
+
+def run_cli_batch(
+    invocations: list[list[str] | tuple[str, list[str]]],
+    cwd: Path = REPO,
+    timeout: float = 300,
+) -> list[subprocess.CompletedProcess]:
+    """`python -m tapefit ARGS` for each ARGS in `invocations` (`python -m MODULE ARGS` for a
+    (MODULE, ARGS) pair, e.g. ("tapefit.evaluate", ["run=..."])), one after another in ONE fresh
+    process (one TensorFlow start-up for all): each calls the module's real entry point
+    (`main()`; for tapefit the Hydra one) with its own sys.argv and gets its own stdout, stderr
+    and exit code (SystemExit's code, as the interpreter would turn it into one). For
+    independent invocations that train nothing, such as bad input refused before training; a
+    process of its own still tests the real exit status (see `run_cli`). Text that TensorFlow's
+    C++ side writes to file descriptor 2 is not in any invocation's stderr."""
+    import json
+    import tempfile
+
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    pairs = [item if isinstance(item, tuple) else ("tapefit", item) for item in invocations]
+    with tempfile.TemporaryDirectory() as scratch:
+        results = Path(scratch) / "results.jsonl"
+        child = subprocess.run(
+            [sys.executable, "-c", _BATCH_CHILD, str(results), json.dumps(pairs)],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        lines = results.read_text().splitlines() if results.exists() else []
+    done = [
+        subprocess.CompletedProcess(args, *json.loads(line))
+        for args, line in zip(invocations, lines, strict=False)
+    ]
+    lost = (
+        f"the batch process ended with {child.returncode} after {len(done)} of "
+        f"{len(invocations)} invocations: {child.stderr[-3000:]}"
+    )
+    # An invocation the process never finished reads as a failure that says why.
+    return done + [
+        subprocess.CompletedProcess(args, -1, "", lost) for args in invocations[len(done) :]
+    ]
+
+
 def scalar_tags(log_dir: Path) -> dict[str, list[float]]:
     """Every scalar written to the TensorBoard event files in `log_dir`, tag -> values in order."""
     scalars: dict[str, list[float]] = {}

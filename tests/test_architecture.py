@@ -50,6 +50,7 @@ LAYERS = [
         "training.callbacks",
         "training.optimizers",
         "training.schedules",
+        "training.debugging",
         "training.lifecycle",
         "training.preemption",
         "training.resume",

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import run_cli, scalar_tags
+from tests.helpers import run_cli, run_cli_batch, scalar_tags
 
 
 @pytest.fixture(scope="module")
@@ -17,6 +17,12 @@ def classifier_run(tmp_path_factory):
     return run_dir, result
 
 
+# One worker trains the shared run (without a group, each worker that gets one of these tests
+# would train it again).
+CLASSIFIER = pytest.mark.xdist_group("cli_classifier_run")
+
+
+@CLASSIFIER
 def test_run_directory_holds_every_artefact(classifier_run):
     run_dir, _ = classifier_run
     for name in ("history.json", "metrics.json", "model.keras", "curves.png", "history.csv"):
@@ -26,6 +32,7 @@ def test_run_directory_holds_every_artefact(classifier_run):
     assert not list(run_dir.glob(".*.tmp*")), "temporary files were left behind"
 
 
+@CLASSIFIER
 def test_history_and_metrics_files(classifier_run):
     run_dir, result = classifier_run
     history = json.loads((run_dir / "history.json").read_text())
@@ -39,6 +46,7 @@ def test_history_and_metrics_files(classifier_run):
     assert f"test_accuracy={metrics['test_accuracy']:.4f}" in result.stdout
 
 
+@CLASSIFIER
 def test_saved_model_reloads_with_the_same_predictions(classifier_run):
     from tapefit.data.images import load_digits_splits
     from tapefit.models import Classifier
@@ -53,6 +61,7 @@ def test_saved_model_reloads_with_the_same_predictions(classifier_run):
     assert accuracy == pytest.approx(metrics["test_accuracy"], abs=1e-6)
 
 
+@CLASSIFIER
 def test_tensorboard_has_train_and_validation_scalars_per_epoch(classifier_run):
     run_dir, _ = classifier_run
     for split in ("train", "validation"):
@@ -63,17 +72,36 @@ def test_tensorboard_has_train_and_validation_scalars_per_epoch(classifier_run):
     np.testing.assert_allclose(validation["epoch_loss"], history["val_loss"], rtol=1e-6)
 
 
-def test_misspelt_key_fails_before_training(tmp_path):
-    result = run_cli("trainer.epocs=3", f"hydra.run.dir={tmp_path}")
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory):
+    """A misspelt key and a missing data file, both in one fresh process (one TensorFlow
+    start-up, not two): (run directory, result) each. Exit code 2 from a process of its own is
+    tested by tests/run/test_bad_input.py::test_the_cli_prints_one_error_line_without_a_traceback.
+    """
+    misspelt, missing = tmp_path_factory.mktemp("misspelt"), tmp_path_factory.mktemp("missing")
+    results = run_cli_batch(
+        [
+            ["trainer.epocs=3", f"hydra.run.dir={misspelt}"],
+            ["experiment=mnist", f"data.path={missing}/nowhere.npz", f"hydra.run.dir={missing}"],
+        ]
+    )
+    return {"misspelt": (misspelt, results[0]), "missing": (missing, results[1])}
+
+
+REFUSED = pytest.mark.xdist_group("cli_refused")  # one worker runs the shared batch
+
+
+@REFUSED
+def test_misspelt_key_fails_before_training(refused):
+    tmp_path, result = refused["misspelt"]
     assert result.returncode != 0
     assert "epocs" in result.stderr
     assert not (tmp_path / "history.json").exists()
 
 
-def test_bad_input_is_one_clear_line(tmp_path):
-    result = run_cli(
-        "experiment=mnist", f"data.path={tmp_path}/nowhere.npz", f"hydra.run.dir={tmp_path}"
-    )
+@REFUSED
+def test_bad_input_is_one_clear_line(refused):
+    _, result = refused["missing"]
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("tapefit: error:")]
     assert len(errors) == 1 and "does not exist: point it at mnist.npz" in errors[0]

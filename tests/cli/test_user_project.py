@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import REPO, scalar_tags
+from tests.helpers import REPO, run_cli_batch, scalar_tags
 
 SECTION = (REPO / "docs" / "tutorials" / "your-own-model.md").read_text()
 FILES = {
@@ -344,10 +344,33 @@ class NoLoss(tapefit.TapeModel):
 """
 
 
-@pytest.mark.parametrize(("overrides", "message"), ERRORS, ids=[e[0][0] for e in ERRORS])
-def test_bad_user_configuration_is_one_line_before_training(project, tmp_path, overrides, message):
+@pytest.fixture(scope="module")
+def bad_configurations(project, tmp_path_factory):
+    """Every ERRORS case run as `command(0)` would run it, all in one fresh process (one
+    TensorFlow start-up, not fourteen): overrides -> (run directory, result)."""
     (project / "my_project" / "bad.py").write_text(BAD)
-    result = cli(project, command(0), "trainer.verbose=0", f"hydra.run.dir={tmp_path}", *overrides)
+    words = command(0)
+    assert words[1:3] == ["-m", "tapefit"], words  # the batch calls that entry point
+    run_dirs = [tmp_path_factory.mktemp("bad_configuration") for _ in ERRORS]
+    results = run_cli_batch(
+        [
+            [*words[3:], "trainer.verbose=0", f"hydra.run.dir={run_dir}", *overrides]
+            for run_dir, (overrides, _) in zip(run_dirs, ERRORS, strict=True)
+        ],
+        cwd=project,
+    )
+    return {
+        tuple(overrides): (run_dir, result)
+        for run_dir, result, (overrides, _) in zip(run_dirs, results, ERRORS, strict=True)
+    }
+
+
+# One worker runs the shared batch; the one-line error's exit code 2 from a process of its own
+# is tested by tests/run/test_bad_input.py::test_the_cli_prints_one_error_line_without_a_traceback.
+@pytest.mark.xdist_group("user_project_bad_configurations")
+@pytest.mark.parametrize(("overrides", "message"), ERRORS, ids=[e[0][0] for e in ERRORS])
+def test_bad_user_configuration_is_one_line_before_training(bad_configurations, overrides, message):
+    tmp_path, result = bad_configurations[tuple(overrides)]
     assert result.returncode == 2, result.stderr[-2000:]
     errors = [line for line in result.stderr.splitlines() if line.startswith("tapefit: error:")]
     assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
@@ -486,16 +509,21 @@ def test_a_model_its_step_never_calls_is_built_before_the_first_checkpoint(
 def test_evaluate_and_predict_a_users_run_from_the_project(waves_run, project, tmp_path):
     run_dir, _ = waves_run
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    evaluated = cli(project, [sys.executable, "-m", "tapefit.evaluate", f"run={run_dir}"])
+    out = tmp_path / "preds.csv"
+    # `python -m tapefit.evaluate run=...`, then `python -m tapefit.predict run=... output=...`,
+    # both in one fresh process: one TensorFlow start-up for the two commands.
+    evaluated, predicted = run_cli_batch(
+        [
+            ("tapefit.evaluate", [f"run={run_dir}"]),
+            ("tapefit.predict", [f"run={run_dir}", f"output={out}"]),
+        ],
+        cwd=project,
+    )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     again = json.loads((run_dir / "eval" / "metrics.json").read_text())
     assert {k: again[k] for k in ("test_loss", "test_mae", "test_mse")} == {
         k: metrics[k] for k in ("test_loss", "test_mae", "test_mse")
     }
-    out = tmp_path / "preds.csv"
-    predicted = cli(
-        project, [sys.executable, "-m", "tapefit.predict", f"run={run_dir}", f"output={out}"]
-    )
     assert predicted.returncode == 0, predicted.stderr[-3000:]
     rows = out.read_text().splitlines()
     assert rows[0] == "output" and len(rows) == 1 + metrics["samples"]["test"]

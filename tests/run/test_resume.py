@@ -71,6 +71,22 @@ def status(run_dir):
     return json.loads((run_dir / "status.json").read_text())
 
 
+def refusal(compose, run_dir, *extra):
+    """The error `drive(run_dir, "none", *extra)` ends with (exit 2, `tapefit: error: ...`),
+    from this process: a refused start trains nothing, so it needs no fresh process (and no
+    TensorFlow start-up) of its own."""
+    from tapefit import TapefitError
+    from tapefit.runner.train import run
+
+    with pytest.raises(TapefitError) as refused:
+        run(compose([*OVERRIDES, *extra]), run_dir)
+    return str(refused.value)
+
+
+# The tests comparing with the uninterrupted run share it: one xdist worker trains it, once.
+UNINTERRUPTED = pytest.mark.xdist_group("resume_uninterrupted")
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("uninterrupted")
@@ -83,6 +99,7 @@ def weights(run_dir):
     return keras.models.load_model(run_dir / "model.keras").get_weights()
 
 
+@UNINTERRUPTED
 @pytest.mark.parametrize(
     ("kill_at", "extra"),
     [
@@ -95,7 +112,9 @@ def weights(run_dir):
         ("step:26,step:28", ["trainer.checkpoint_every_steps=3"]),
     ],
 )
-def test_resume_after_sigkill_equals_the_uninterrupted_run(uninterrupted, tmp_path, kill_at, extra):
+def test_resume_after_sigkill_equals_the_uninterrupted_run(
+    uninterrupted, compose, tmp_path, kill_at, extra
+):
     first, *later = kill_at.split(",")
     killed = drive(tmp_path, first, *extra)
     assert killed.returncode == -signal.SIGKILL
@@ -105,9 +124,8 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(uninterrupted, tmp_pa
         again = drive(tmp_path, "none", *extra)
         assert again.returncode == 0, again.stderr[-2000:]
     else:
-        refused = drive(tmp_path, "none", *extra)
-        assert refused.returncode == 2
-        assert "holds a killed run with checkpoints: add resume=true" in refused.stderr
+        refused = refusal(compose, tmp_path, *extra)
+        assert "holds a killed run with checkpoints: add resume=true" in refused
         for point in later:
             killed = drive(tmp_path, point, "resume=true", *extra)
             assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
@@ -130,20 +148,22 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(uninterrupted, tmp_pa
         np.testing.assert_allclose(sorted(logged), sorted(expected), rtol=1e-6)
 
 
-def test_a_resume_with_another_config_is_refused_naming_the_keys(tmp_path):
+def test_a_resume_with_another_config_is_refused_naming_the_keys(compose, tmp_path):
+    from tapefit.runner.train import run
+
     assert drive(tmp_path, "epoch:1").returncode == -signal.SIGKILL
-    refused = drive(tmp_path, "none", "resume=true", "optimizer.learning_rate=0.5")
-    assert refused.returncode == 2
-    assert "config differs from the checkpointed run's in optimizer.learning_rate" in (
-        refused.stderr
-    )
-    forced = drive(
-        tmp_path, "none", "resume=true", "optimizer.learning_rate=0.5", "force_resume=true"
-    )
-    assert forced.returncode == 0, forced.stderr[-2000:]
+    refused = refusal(compose, tmp_path, "resume=true", "optimizer.learning_rate=0.5")
+    assert "config differs from the checkpointed run's in optimizer.learning_rate" in refused
+    # forced, it trains to the end (in this process: nothing is compared with another run)
+    forced = ["resume=true", "optimizer.learning_rate=0.5", "force_resume=true"]
+    assert run(compose([*OVERRIDES, *forced]), tmp_path)["epochs_run"] == 3
+    assert status(tmp_path)["state"] == "completed"
 
 
-def test_a_run_checkpointed_before_target_configs_resumes_when_forced(uninterrupted, tmp_path):
+@UNINTERRUPTED
+def test_a_run_checkpointed_before_target_configs_resumes_when_forced(
+    uninterrupted, compose, tmp_path
+):
     """A run directory whose checkpoints record `model.name=classifier` (tapefit before every
     model was a `_target_` config) is refused in one line saying how to resume it; forced,
     it ends with the same weights as the uninterrupted run."""
@@ -156,28 +176,30 @@ def test_a_run_checkpointed_before_target_configs_resumes_when_forced(uninterrup
                 del config[key]
             config[f"{group}.name"] = old
         marker.write_text(json.dumps(metadata))
-    refused = drive(tmp_path, "none", "resume=true")
-    errors = [line for line in refused.stderr.splitlines() if line.startswith("tapefit: error:")]
-    assert refused.returncode == 2 and len(errors) == 1
-    assert "from before models, data and optimizers were _target_ configs" in errors[0]
-    assert "add force_resume=true" in errors[0]
+    refused = refusal(compose, tmp_path, "resume=true")
+    assert "\n" not in refused  # one line
+    assert "from before models, data and optimizers were _target_ configs" in refused
+    assert "add force_resume=true" in refused
     forced = drive(tmp_path, "none", "resume=true", "force_resume=true")
     assert forced.returncode == 0, forced.stderr[-2000:]
     for mine, theirs in zip(weights(tmp_path), weights(uninterrupted), strict=True):
         np.testing.assert_array_equal(mine, theirs)
 
 
-def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(tmp_path):
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(compose, tmp_path):
+    from tapefit.runner.train import run
+
     assert drive(tmp_path, "step:25").returncode == -signal.SIGKILL
     checkpoints = sorted((tmp_path / "resume").glob("*.weights.h5"))
     assert [p.name for p in checkpoints] == ["epoch-0001.weights.h5", "epoch-0002.weights.h5"]
     checkpoints[-1].write_bytes(b"truncated")
-    resumed = drive(tmp_path, "none", "resume=true")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "checkpoint epoch-0002 is unreadable" in resumed.stderr
+    # the resume in this process: it is compared with no other run
+    with pytest.warns(UserWarning, match="checkpoint epoch-0002 is unreadable"):
+        run(compose([*OVERRIDES, "resume=true"]), tmp_path)
     assert json.loads((tmp_path / "metrics.json").read_text())["epochs_run"] == 3
 
 
+@UNINTERRUPTED
 def test_a_checkpoint_write_failing_half_way_fails_the_run_and_keeps_the_one_before(
     uninterrupted, tmp_path
 ):
@@ -223,6 +245,7 @@ class SignalAt(keras.callbacks.Callback):
 """
 
 
+@UNINTERRUPTED
 def test_sigusr1_in_a_slurm_job_checkpoints_mid_epoch_requeues_and_the_requeued_start_resumes(
     uninterrupted, tmp_path
 ):
@@ -323,7 +346,7 @@ def test_same_seed_and_determinism_give_identical_runs(compose, tmp_path, experi
         "trainer.verbose=0",
     ]
     if experiment == "siamese":
-        overrides += ["data.train_size=600", "data.val_size=100", "data.test_size=100"]
+        overrides += ["data.train_size=320", "data.val_size=64", "data.test_size=64"]
     else:
         overrides += ["data.train_limit=400"]
     results = {}

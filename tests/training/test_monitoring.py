@@ -99,6 +99,12 @@ class StopAt(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGINT)
 
 
+# Each module fixture below trains for its tests once: they run on one xdist worker together.
+SELECTED_RUNS = pytest.mark.xdist_group("monitoring_selected_runs")
+TENSORBOARD_RUN = pytest.mark.xdist_group("monitoring_tensorboard_run")
+FINISHED_SEARCH = pytest.mark.xdist_group("monitoring_finished_search")
+
+
 @pytest.fixture(scope="module")
 def selected_runs(tmp_path_factory):
     """The same run tested with the best epoch's weights (default), with the last epoch's,
@@ -144,6 +150,7 @@ def read(run_dir, name):
     return json.loads((run_dir / name).read_text())
 
 
+@SELECTED_RUNS
 def test_the_tested_and_saved_model_is_the_one_the_objective_selects(selected_runs):
     from tapefit.runner.composition import compose
     from tapefit.runner.train import build_data
@@ -168,6 +175,7 @@ def test_the_tested_and_saved_model_is_the_one_the_objective_selects(selected_ru
         assert val_loss == pytest.approx(history["val_loss"][index], rel=1e-5)
 
 
+@SELECTED_RUNS
 @pytest.mark.parametrize(
     ("name", "weights", "index"),
     [("stopping_best", "best", None), ("stopping_last", "last", 5)],
@@ -189,6 +197,7 @@ def test_early_stopping_restoring_its_own_best_does_not_change_the_tested_model(
     assert val_loss["loss"] == pytest.approx(history["val_loss"][index], rel=1e-5)
 
 
+@SELECTED_RUNS
 @pytest.mark.parametrize("resumed", ["resumed", "resumed_at_end"])
 def test_a_resumed_run_still_selects_the_best_epoch_from_before_the_stop(selected_runs, resumed):
     best, resumed = selected_runs["best"], selected_runs[resumed]
@@ -337,6 +346,7 @@ def tensorboard_run(tmp_path_factory):
     return run_dir / "tensorboard"
 
 
+@TENSORBOARD_RUN
 def test_batch_scalars_share_the_optimizer_step_axis_with_step_telemetry(tensorboard_run):
     points = scalar_points(tensorboard_run / "train")
     batch_steps = [step for step, _ in points["batch_loss"]]
@@ -347,6 +357,7 @@ def test_batch_scalars_share_the_optimizer_step_axis_with_step_telemetry(tensorb
     assert [step for step, _ in validation["evaluation_loss_vs_iterations"]] == [10, 20]
 
 
+@TENSORBOARD_RUN
 def test_write_graph_writes_the_traced_training_step(tensorboard_run):
     """What TensorBoard's Graphs tab reads: a run-metadata graph summary of the step."""
     graphs = [
@@ -361,6 +372,7 @@ def test_write_graph_writes_the_traced_training_step(tensorboard_run):
     assert b"one_step_on_data" in graphs[0].tensor.string_val[0]
 
 
+@TENSORBOARD_RUN
 def test_histograms_and_the_profile_are_written(tensorboard_run):
     tags = set()
     for events in (tensorboard_run / "train").glob("events.out.tfevents.*"):
@@ -453,6 +465,7 @@ def finished_search(tmp_path_factory):
     return search_dir
 
 
+@FINISHED_SEARCH
 def test_every_trial_of_a_search_is_an_hparams_session_read_back_from_tensorboard(
     finished_search,
 ):
@@ -511,6 +524,7 @@ def test_every_trial_of_a_search_is_an_hparams_session_read_back_from_tensorboar
     assert not list((finished_search / "best").rglob("events.out.tfevents.*"))
 
 
+@FINISHED_SEARCH
 def test_a_failed_trial_session_carries_its_error(finished_search):
     failed = [
         trial
@@ -589,6 +603,7 @@ def test_an_unknown_direction_is_refused_in_one_line_naming_the_key(name):
     assert resolve_direction(name, "max", "objective_direction") == "max"
 
 
+@TENSORBOARD_RUN
 def test_a_traced_run_leaves_no_graph_collection_on(tensorboard_run):
     """`write_graph` and `profile_batch` trace with `tf.summary.trace_on(graph=True)`, whose
     export leaves graph collection on: every later function call kept its graph (5 MB a sweep
