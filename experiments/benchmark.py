@@ -4,6 +4,7 @@ hand-written `tf.function` loop and the tutorials' eager loop, in one process.
     python experiments/benchmark.py                      # cnn, mlp, siamese
     python experiments/benchmark.py --models cnn --steps 40 --windows 9 --json bench.json
     python experiments/benchmark.py --full-epoch         # 60,000-sample MNIST-shaped epochs
+    python experiments/benchmark.py --models cnn --recipes  # schedule and EMA vs constant LR
 
 Per-step times are medians of timed windows (min and max shown) after a warm-up window; the
 variants' windows are interleaved round by round so drift hits all of them alike. Peak RSS is
@@ -149,12 +150,20 @@ class _EpochClock(keras.callbacks.Callback):
 class Runner:
     """One variant: `first_step()` (tracing included) then timed `windows(count, steps)`."""
 
-    def __init__(self, variant: str, work: Workload, args: argparse.Namespace) -> None:
+    def __init__(
+        self,
+        variant: str,
+        work: Workload,
+        args: argparse.Namespace,
+        optimizer: keras.optimizers.Optimizer | None = None,
+    ) -> None:
         self.variant, self.work, self.args = variant, work, args
         self.memory = self.baseline = 0
-        model_class = TapeModel if variant == "tapefit" else keras.Model
+        model_class = keras.Model if variant in ("builtin", "tf_function", "eager") else TapeModel
         self.model = work.build(model_class)
-        self.optimizer = keras.optimizers.Adam(1e-3)
+        self.optimizer = optimizer or keras.optimizers.Adam(1e-3)
+        if variant not in VARIANTS:  # a training recipe: tapefit's step, another optimizer
+            variant = self.variant = "tapefit"
         if variant in ("tapefit", "builtin"):
             self.model.compile(
                 optimizer=self.optimizer, loss=work.loss, metrics=work.metrics,
@@ -218,9 +227,12 @@ class Runner:
         return [d / steps for d in durations]
 
 
-def measure(work: Workload, args: argparse.Namespace) -> dict[str, dict]:
-    """All variants of one workload, windows interleaved round by round."""
-    runners = {v: Runner(v, work, args) for v in args.variants}
+def measure(
+    work: Workload, args: argparse.Namespace, runners: dict[str, Runner] | None = None
+) -> dict[str, dict]:
+    """All variants of one workload (or the given `runners`), windows interleaved round by
+    round."""
+    runners = runners or {v: Runner(v, work, args) for v in args.variants}
     results = {v: {"first_step_s": r.first_step(), "per_step": []} for v, r in runners.items()}
     for runner in runners.values():  # warm-up window: caches, allocator, thread pools
         runner.windows(1, args.steps)
@@ -239,6 +251,48 @@ def measure(work: Workload, args: argparse.Namespace) -> dict[str, dict]:
             rss_growth_mb=(runner.memory - runner.baseline) / 2**20,
         )  # fmt: skip
     return results
+
+
+def recipe_optimizers(total_steps: int) -> dict[str, keras.optimizers.Optimizer]:
+    """The training recipes measured against a constant learning rate: a cosine schedule with
+    warmup (tapefit's `scheduler=cosine`), weight EMA (`optimizer.use_ema=true`), both."""
+    from tapefit.training.schedules import cosine
+
+    def schedule() -> keras.optimizers.schedules.LearningRateSchedule:
+        return cosine(1e-3, total_steps, 100, warmup_fraction=0.1, min_lr=1e-5)
+
+    return {
+        "constant": keras.optimizers.Adam(1e-3),
+        "cosine": keras.optimizers.Adam(schedule()),
+        "ema": keras.optimizers.Adam(1e-3, use_ema=True),
+        "cosine+ema": keras.optimizers.Adam(schedule(), use_ema=True),
+    }
+
+
+def recipes(args: argparse.Namespace) -> dict[str, dict]:
+    """The digits-CNN-shaped workload through tapefit's step with each recipe's optimizer,
+    side by side in this process."""
+    work = image_workload("cnn", args.batch_size)
+    total = (args.windows + 2) * args.steps
+    runners = {
+        name: Runner(name, work, args, optimizer)
+        for name, optimizer in recipe_optimizers(total).items()
+    }
+    return measure(work, args, runners)
+
+
+def recipe_table(results: dict[str, dict]) -> str:
+    """The recipes' per-step medians and their ratios to the constant learning rate."""
+    base = results["constant"]["median_ms"]
+    lines = [
+        "\ntraining recipes (tapefit, cnn)",
+        f"{'recipe':<12} {'ms/step':>9} {'vs constant':>11}",
+    ]
+    for name, r in results.items():
+        lines.append(f"{name:<12} {r['median_ms']:>9.2f} {r['median_ms'] / base:>11.3f}")
+    worst = max(r["median_ms"] for r in results.values()) / base
+    lines.append(f"target: every recipe / constant <= 1.02 (worst {worst:.3f})")
+    return "\n".join(lines)
 
 
 def full_epoch(args: argparse.Namespace) -> dict[str, dict[str, float]]:
@@ -327,6 +381,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--epoch-samples", type=positive_int, default=60_000)
     parser.add_argument("--epoch-repeats", type=positive_int, default=3)
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
+    parser.add_argument(
+        "--recipes", action="store_true",
+        help="also time a cosine schedule and weight EMA against a constant learning rate",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.json and not args.json.parent.is_dir():
         parser.error(f"--json {args.json}: folder {args.json.parent} does not exist; create it")
@@ -354,6 +412,9 @@ def main(argv: list[str] | None = None) -> dict:
         )  # fmt: skip
         report[name] = measure(work, args)
         print(table(name, report[name]), flush=True)
+    if args.recipes:
+        report["recipes"] = recipes(args)
+        print(recipe_table(report["recipes"]), flush=True)
     if args.full_epoch:
         report["full_epoch"] = full_epoch(args)
         print(f"\n{args.epoch_samples:,}-sample CNN epoch, seconds, median of "

@@ -30,7 +30,7 @@ from tapefit.config.typecheck import describe, parameter_types
 
 # Groups whose options sit at the root of the config, or under another package: shown as the
 # overrides they make, their keys described where those keys live.
-GLOBAL_GROUPS = ("experiment", "hparams_search", "search_space")
+GLOBAL_GROUPS = ("experiment", "hparams_search", "search_space", "debug")
 # Root keys that are config groups, documented by group.
 GROUP_KEYS = (
     "data",

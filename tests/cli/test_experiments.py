@@ -52,11 +52,15 @@ def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys):
             "256",
             "--epoch-repeats",
             "2",
+            "--recipes",
             "--json",
             str(tmp_path / "b.json"),
         ]
     )
     out = capsys.readouterr().out
+    assert set(report["recipes"]) == {"constant", "cosine", "ema", "cosine+ema"}
+    assert all(r["windows"] == 3 and r["median_ms"] > 0 for r in report["recipes"].values())
+    assert "target: every recipe / constant <= 1.02 (worst " in out
     for model in ("mlp", "siamese"):
         assert set(report[model]) == set(benchmark.VARIANTS)
         for result in report[model].values():
