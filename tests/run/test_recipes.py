@@ -361,3 +361,36 @@ def test_lr_find_suggests_a_rate_near_one_that_trains_the_digits_cnn(tmp_path):
     rate = f"optimizer.learning_rate={summary['suggested_lr']}"
     trained = run(tmp_path / "trained", "data.train_limit=null", "trainer.epochs=3", rate)
     assert trained["objective_value"] > 0.9  # validation accuracy
+
+
+def test_ema_with_several_optimizers_swaps_each_variable_with_its_own_average():
+    from tapefit.training.averaging import AveragedWeights, averaged_pairs, put_averages_in
+    from tapefit.training.fitting import deferred_finalize
+    from tests.helpers import load_experiment
+
+    wgan = load_experiment("wgan_gp")
+    model = wgan.WGANGP(n_critic=2)
+    model.compile(
+        optimizer={
+            "critic": keras.optimizers.Adam(1e-3, use_ema=True, ema_momentum=0.5),
+            "generator": keras.optimizers.Adam(1e-3, use_ema=True, ema_momentum=0.5),
+        }
+    )
+    points = np.asarray(wgan.ring_of_gaussians(256), "float32")
+    with deferred_finalize(model.optimizer):  # Keras' own finalize knows one optimizer only
+        model.fit(points, batch_size=64, epochs=2, verbose=0)
+    pairs = averaged_pairs(model)
+    assert sorted(id(v) for v, _ in pairs) == sorted(id(v) for v in model.trainable_variables)
+    raw = [np.array(v) for v, _ in pairs]
+    averages = [np.array(a) for _, a in pairs]
+    assert any(not np.array_equal(r, a) for r, a in zip(raw, averages, strict=True))
+    swapper = AveragedWeights(model)
+    swapper.use_averages()
+    for (variable, _), average in zip(pairs, averages, strict=True):
+        np.testing.assert_array_equal(np.array(variable), average)
+    swapper.use_raw()
+    for (variable, _), value in zip(pairs, raw, strict=True):
+        np.testing.assert_array_equal(np.array(variable), value)
+    put_averages_in(model)
+    for (variable, _), average in zip(pairs, averages, strict=True):
+        np.testing.assert_array_equal(np.array(variable), average)
