@@ -26,6 +26,11 @@ class StepTensorBoard(keras.callbacks.TensorBoard):
       write for a model whose `train_function` is not itself a `tf.function`; TensorBoard's
       Graphs tab then says "No graph definition files were found").
 
+    Args:
+        *args: Keras' TensorBoard arguments (`log_dir` first).
+        profile_batch: A batch to profile (0: none), or "start,stop" or [start, stop].
+        **kwargs: Keras' TensorBoard keyword arguments.
+
     Examples:
         >>> from pathlib import Path
         >>> import keras, numpy as np, tapefit
@@ -41,8 +46,14 @@ class StepTensorBoard(keras.callbacks.TensorBoard):
     """
 
     def __init__(self, *args: Any, profile_batch: int | str | list[int] = 0, **kwargs: Any) -> None:
-        """Keras' TensorBoard arguments; `profile_batch` also as "start,stop" or [start, stop]
-        (the batches profiled, from 1), which Keras takes and its default hides."""
+        """Build it as Keras' TensorBoard.
+
+        Args:
+            *args: Keras' TensorBoard arguments (`log_dir` first).
+            profile_batch: A batch to profile (0: none), or "start,stop" or [start, stop]
+                (batches from 1), which Keras takes and its default of 0 hides.
+            **kwargs: Keras' TensorBoard keyword arguments.
+        """
         if isinstance(profile_batch, list):
             profile_batch = tuple(profile_batch)
         super().__init__(*args, profile_batch=profile_batch, **kwargs)
@@ -69,8 +80,10 @@ class StepTensorBoard(keras.callbacks.TensorBoard):
             self._global_train_batch = calls
 
     def use_intervals(self) -> None:
-        """Validation intervals are this run's epochs (`trainer.val_check_interval`): write
-        the `epoch_*` scalars at the optimizer step, so the points lie N steps apart."""
+        """Write the `epoch_*` scalars at the optimizer step, not the epoch's index.
+
+        Validation intervals are this run's epochs (`trainer.val_check_interval`): their
+        points then lie N steps apart on TensorBoard's axis."""
         self.epochs_are_intervals = True
 
     def _log_epoch_metrics(self, epoch: int, logs: dict | None) -> None:
