@@ -425,3 +425,21 @@ def tf_dataset(x, y):
     import tensorflow as tf
 
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+
+
+@pytest.mark.parametrize(("interval", "points"), [(7, 3), (10, 2)])
+def test_validation_intervals_over_a_stream_of_unknown_length(tmp_path, interval, points):
+    """The stream's length is unknown (a filter hides it): the run ends with the stream, after
+    a short last interval (7, 7, 6 of 20 steps) or exactly at an interval's end (10, 10)."""
+
+    def streamed(cfg):
+        data = tapefit.runner.train.build_data(cfg)
+        return dataclasses.replace(data, train=data.train.filter(lambda *batch: True))
+
+    cfg = tapefit.compose([*QUICK, "trainer.epochs=2", f"trainer.val_check_interval={interval}"])
+    results = tapefit.run(cfg, tmp_path / str(interval), load_data=streamed)
+    history = json.loads((tmp_path / str(interval) / "history.json").read_text())
+    assert len(history["val_loss"]) == results["epochs_run"] == points
+    assert all(math.isfinite(v) for v in history["loss"])
+    rows = steps_csv(tmp_path / str(interval))
+    assert rows[-1]["step"] == 2 * STEPS  # both passes over the stream, not a step more
