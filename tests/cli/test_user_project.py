@@ -527,3 +527,43 @@ def test_evaluate_and_predict_a_users_run_from_the_project(waves_run, project, t
     assert predicted.returncode == 0, predicted.stderr[-3000:]
     rows = out.read_text().splitlines()
     assert rows[0] == "output" and len(rows) == 1 + metrics["samples"]["test"]
+
+
+def test_training_recipes_and_debug_presets_on_the_users_model(project, tmp_path):
+    """The recipes from config reach a user's model as they reach tapefit's: a schedule with
+    warmup, weight EMA and validation every 5 steps in one run, then `debug=fast_dev_run`
+    and `debug=overfit`, through the real CLI entry point in one process."""
+    from tests.helpers import run_cli_batch
+
+    base = command(0)[3:]  # the tutorial's first command, after `python -m tapefit`
+    recipe = [
+        *base,
+        *QUICK,
+        "trainer.steps_per_execution=1",
+        "callbacks.step_telemetry.every_n_steps=1",
+        "scheduler=cosine",
+        "scheduler.warmup_fraction=0.2",
+        "optimizer.use_ema=true",
+        "trainer.val_check_interval=5",
+        f"hydra.run.dir={tmp_path / 'recipe'}",
+    ]
+    fast = [*base, "debug=fast_dev_run", f"hydra.run.dir={tmp_path / 'fast'}"]
+    overfit = [*base, "debug=overfit", "trainer.verbose=0", f"hydra.run.dir={tmp_path / 'overfit'}"]
+    results = run_cli_batch([recipe, fast, overfit], cwd=project)
+    for result in results:
+        assert result.returncode == 0, result.stderr[-3000:]
+    history = json.loads((tmp_path / "recipe" / "history.json").read_text())
+    rates = [
+        float(line.split(",")[2])
+        for line in (tmp_path / "recipe" / "steps.csv").read_text().splitlines()[1:]
+    ]
+    steps = len(rates)
+    assert len(history["val_loss"]) == -(-steps // 5)  # one validation per 5 steps
+    warm = round(0.2 * steps)
+    assert rates[:warm] == sorted(rates[:warm]) and rates[warm:] == sorted(
+        rates[warm:], reverse=True
+    )
+    assert json.loads((tmp_path / "fast" / "history.json").read_text())["loss"].__len__() == 1
+    assert "debug=fast_dev_run" in (tmp_path / "fast" / "tapefit.log").read_text()
+    verdict = json.loads((tmp_path / "overfit" / "metrics.json").read_text())["overfit"]
+    assert set(verdict) == {"first_loss", "last_loss", "threshold", "passed"}

@@ -443,3 +443,39 @@ def test_validation_intervals_over_a_stream_of_unknown_length(tmp_path, interval
     assert all(math.isfinite(v) for v in history["loss"])
     rows = steps_csv(tmp_path / str(interval))
     assert rows[-1]["step"] == 2 * STEPS  # both passes over the stream, not a step more
+
+
+def test_ema_validation_equals_keras_swap_ema_weights_on_plain_keras():
+    """Plain Keras is the control: a keras.Model with Keras' own SwapEMAWeights validates with
+    the values a TapeModel with tapefit's AveragedWeights does. Bitwise in the first epoch
+    only: Keras swaps by adding and subtracting (a + b, then differences), which rounds the
+    raw weights it swaps back; tapefit copies them, so training goes on from them exactly."""
+    from tapefit.training.averaging import AveragedWeights
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(96, 4)).astype("float32")
+    y = (x @ np.array([[1.0], [-1.0], [0.5], [2.0]], "float32")).astype("float32")
+    data = tf_dataset(x, y)
+
+    def fitted(model_class, callbacks_of):
+        keras.utils.set_random_seed(3)
+        inputs = keras.Input((4,))
+        model = model_class(inputs, keras.layers.Dense(1)(keras.layers.Dense(8)(inputs)))
+        model.compile(keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.7), loss="mse")
+        history = model.fit(
+            data, validation_data=data, epochs=3, verbose=0, callbacks=callbacks_of(model)
+        )
+        return history.history, model.get_weights()
+
+    plain, plain_weights = fitted(keras.Model, lambda m: [keras.callbacks.SwapEMAWeights()])
+
+    def ours(model):
+        averages = AveragedWeights(model)
+        return [averages.swap_in, averages.swap_out]
+
+    tape, tape_weights = fitted(tapefit.TapeModel, ours)
+    assert tape["val_loss"][0] == plain["val_loss"][0] and tape["loss"][0] == plain["loss"][0]
+    for name in ("loss", "val_loss"):
+        np.testing.assert_allclose(tape[name], plain[name], rtol=1e-5)
+    for a, b in zip(tape_weights, plain_weights, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
