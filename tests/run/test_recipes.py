@@ -479,3 +479,37 @@ def test_ema_validation_equals_keras_swap_ema_weights_on_plain_keras():
         np.testing.assert_allclose(tape[name], plain[name], rtol=1e-5)
     for a, b in zip(tape_weights, plain_weights, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_search_over_the_warmup_sees_one_point_per_validation(tmp_path):
+    """Schedule keys are searchable, and a trial's objective is read per validation interval."""
+    from tapefit.config.schemas import SpaceEntry
+    from tapefit.sweeps.tuning import search
+
+    overrides = [
+        *QUICK,
+        "tune=grid",
+        "trainer.epochs=2",
+        "scheduler=cosine",
+        "trainer.val_check_interval=5",
+        "callbacks.tensorboard.enabled=false",
+    ]
+    cfg = tapefit.compose(overrides)
+    cfg.tune.space = {
+        "scheduler.warmup_fraction": SpaceEntry(type="choice", values=[0.0, 0.3]),
+    }
+    summary = search(cfg, tmp_path / "search", overrides=overrides)
+    with open(tmp_path / "search" / "trials.csv") as handle:
+        trials = list(csv.DictReader(handle))
+    assert sorted(float(t["scheduler.warmup_fraction"]) for t in trials) == [0.0, 0.3]
+    for trial in trials:
+        trial_dir = tmp_path / "search" / "trials" / trial["trial_id"]
+        history = json.loads((trial_dir / "history.json").read_text())
+        assert len(history["val_accuracy"]) == 2 * STEPS // 5  # 4 intervals of 5 steps
+        first_rate = steps_csv(trial_dir)[0]["learning_rate"]  # the first step's
+        if float(trial["scheduler.warmup_fraction"]) > 0:
+            assert first_rate == 0.0  # the warmup starts from 0
+        else:
+            assert first_rate == pytest.approx(1e-3)  # no warmup: the peak at once
+    best = max(float(t["objective_value"]) for t in trials)
+    assert summary["best_value"] == best
