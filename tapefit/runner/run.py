@@ -73,6 +73,7 @@ class Run:
         self.stopper = StopOnSignal()
         self.tracked = True  # the experiment tracker logs this process's run (the chief's)
         self.loggers: list[keras.callbacks.Callback] = []
+        self.strategy: tf.distribute.Strategy | None = None  # set by `prepare`
 
     def execute(self) -> dict[str, Any]:
         """Run it; return the final metrics (see `tapefit.run`). Under multi-worker training
@@ -102,9 +103,9 @@ class Run:
         if self.tracked and self.cfg.get("logger") is not None:
             record.track(phases.build_logger(self.cfg))
             self.loggers = record.tracker_callbacks()
-        strategy = phases.prepare(self.cfg)
+        strategy = self.strategy = phases.prepare(self.cfg)
         record.start_session()
-        data = self._data(strategy)
+        data = self._data()
         try:
             return self._fit_and_finish(data, strategy, started)
         except tf.errors.OpError as error:
@@ -114,12 +115,11 @@ class Run:
                 raise
         raise explained
 
-    def _data(self, strategy: tf.distribute.Strategy | None = None) -> Any:
-        """The run's data, loaded (and, across workers, sharded)."""
+    def _data(self) -> Any:
+        """The run's data, loaded (and, across workers, sharded by the run's strategy)."""
         data = limited(self.cfg, self.load_data(self.cfg))  # debug presets: fewer batches
         if self.cfg.trainer.strategy == "multi_worker":
-            strategy = strategy or tf.distribute.get_strategy()
-            data = phases.sharded(data, self.cfg.trainer.shard_policy, strategy)
+            data = phases.sharded(data, self.cfg.trainer.shard_policy, self.strategy)
         return data
 
     def _fit_and_finish(self, data: Any, strategy: tf.distribute.Strategy, started: float) -> dict:
