@@ -220,11 +220,13 @@ def cosine(
         >>> [round(float(schedule(s)), 2) for s in (0, 1, 2, 6, 10)]
         [0.0, 0.5, 1.0, 0.5, 0.0]
     """
-    total = _needs_length(total_steps)
-    _check_floor(min_lr, learning_rate)
-    warm = warmup_length(total, warmup_steps, warmup_fraction)
-    decay = CosineDecay(learning_rate, _decay_steps(total, warm), alpha=min_lr / learning_rate)
-    return Warmup(decay, warm, learning_rate, floor=min_lr)
+    return _warmup_then_decay(
+        lambda steps: CosineDecay(learning_rate, steps, alpha=min_lr / learning_rate),
+        learning_rate,
+        total_steps,
+        (warmup_steps, warmup_fraction),
+        min_lr,
+    )
 
 
 def linear(
@@ -254,13 +256,13 @@ def linear(
         >>> [round(float(schedule(s)), 2) for s in range(5)]
         [1.0, 0.75, 0.5, 0.25, 0.0]
     """
-    total = _needs_length(total_steps)
-    _check_floor(min_lr, learning_rate)
-    warm = warmup_length(total, warmup_steps, warmup_fraction)
-    decay = PolynomialDecay(
-        learning_rate, _decay_steps(total, warm), end_learning_rate=min_lr, power=1.0
+    return _warmup_then_decay(
+        lambda steps: PolynomialDecay(learning_rate, steps, end_learning_rate=min_lr, power=1.0),
+        learning_rate,
+        total_steps,
+        (warmup_steps, warmup_fraction),
+        min_lr,
     )
-    return Warmup(decay, warm, learning_rate, floor=min_lr)
 
 
 def exponential(
@@ -350,6 +352,21 @@ def piecewise(
     boundaries = [max(round(m * total) - warm, 0) for m in milestones]
     values = [learning_rate * factor**k for k in range(len(milestones) + 1)]
     return Warmup(PiecewiseConstantDecay(boundaries, values), warm, learning_rate)
+
+
+def _warmup_then_decay(
+    decay_over: Any,
+    learning_rate: float,
+    total_steps: int | None,
+    warmup: tuple[int, float | None],
+    min_lr: float,
+) -> LearningRateSchedule:
+    """`Warmup` in front of `decay_over(steps)`, the decay reaching `min_lr` at the run's
+    last step: what the decays to a floor (cosine, linear) share."""
+    total = _needs_length(total_steps)
+    _check_floor(min_lr, learning_rate)
+    warm = warmup_length(total, *warmup)
+    return Warmup(decay_over(_decay_steps(total, warm)), warm, learning_rate, floor=min_lr)
 
 
 def _decay_steps(total: int, warm: int) -> int:
