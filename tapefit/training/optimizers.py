@@ -15,6 +15,7 @@ from tapefit.config.targets import checked_target, has_target, instantiate
 from tapefit.errors import TapefitError
 
 OPTIONAL_KEYS = ("weight_decay", "momentum", "clipnorm", "global_clipnorm", "clipvalue")
+TAPEFIT_KEYS = ("ema",)  # tapefit's own keys of an optimizer node, not arguments of its class
 
 
 def build_optimizer(
@@ -28,7 +29,8 @@ def build_optimizer(
 
     `gradient_accumulation_steps` k > 1 makes the optimizer average k batches' gradients and
     update once every k steps (Keras' own accumulation). `schedule(learning_rate)` turns the
-    node's learning rate into the one the optimizer gets (the `scheduler` group's).
+    node's learning rate into the one the optimizer gets (the `scheduler` group's). The node's
+    `ema` (tapefit's short name for Keras' `use_ema`) is not passed to the class.
     """
     check_accumulation(gradient_accumulation_steps)
     accumulate: dict[str, Any] = {}
@@ -38,7 +40,9 @@ def build_optimizer(
         accumulate["learning_rate"] = schedule(float(cfg.learning_rate))
     if has_target(cfg):
         check_optimizer_node(cfg, key)
-        optimizer = instantiate(cfg, key, **accumulate)
+        if "ema" in cfg and "use_ema" not in cfg:  # `+optimizer.ema=true` on a node without it
+            accumulate["use_ema"] = bool(cfg.ema)
+        optimizer = instantiate(cfg, key, exclude=TAPEFIT_KEYS, **accumulate)
         if not isinstance(optimizer, keras.optimizers.Optimizer):
             raise TapefitError(
                 f"{key}._target_={cfg._target_} built a {type(optimizer).__name__}, not a "
@@ -83,7 +87,10 @@ def check_optimizer_node(cfg: Any, key: str = "optimizer") -> None:
         TapefitError: one line naming the key, e.g. `optimizer.beta1: Adam takes no argument
             'beta1' (did you mean optimizer.beta_1?)`.
     """
-    target = checked_target(cfg, key)
+    ema = cfg.get("ema")
+    if ema is not None and not isinstance(ema, bool):
+        raise TapefitError(f"{key}.ema={ema} must be true or false")
+    target = checked_target(cfg, key, exclude=TAPEFIT_KEYS)
     name = cfg.get("name")
     if isinstance(name, str) and name != getattr(target, "__name__", "").lower():
         try:

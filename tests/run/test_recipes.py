@@ -168,7 +168,7 @@ def test_ema_weights_are_validated_tested_and_saved(tmp_path):
     results = run(
         run_dir,
         "trainer.epochs=2",
-        "optimizer.use_ema=true",
+        "optimizer.ema=true",
         "optimizer.ema_momentum=0.9",
         "trainer.test_weights=last",
         callbacks=[raw],

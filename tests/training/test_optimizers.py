@@ -199,6 +199,24 @@ def test_an_optimizer_is_named_by_target_keras_own_or_a_users(compose, tmp_path,
 
 
 @pytest.mark.parametrize(
+    ("overrides", "use_ema"),
+    [
+        ([], False),
+        (["optimizer.ema=true"], True),  # tapefit's short name
+        (["optimizer.use_ema=true"], True),  # Keras' own name works too
+        (["optimizer.ema=true", "optimizer.use_ema=false"], False),  # Keras' name, when set, wins
+        (["optimizer=sgd", "~optimizer.use_ema", "optimizer.ema=true"], True),  # ema only
+        (["optimizer=adamw", "~optimizer.ema", "optimizer.use_ema=true"], True),  # use_ema only
+    ],
+)
+def test_optimizer_ema_is_keras_use_ema(compose, overrides, use_ema):
+    cfg = compose(overrides)
+    optimizer = build_optimizer(cfg.optimizer)
+    assert optimizer.use_ema is use_ema
+    assert optimizer.ema_momentum == cfg.optimizer.ema_momentum
+
+
+@pytest.mark.parametrize(
     ("overrides", "message"),
     [
         (
@@ -215,6 +233,7 @@ def test_an_optimizer_is_named_by_target_keras_own_or_a_users(compose, tmp_path,
             ["optimizer=sgd", "optimizer._target_=builtins.dict"],
             "built a dict, not a keras.optimizers.Optimizer",
         ),
+        (["optimizer.ema=often"], r"optimizer.ema=often must be true or false"),
     ],
 )
 def test_a_bad_optimizer_node_is_one_line_before_training(compose, overrides, message):
