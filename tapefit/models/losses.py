@@ -136,9 +136,163 @@ class InBatchNegativesLoss(keras.losses.Loss):
         return {**super().get_config(), "scale": self.scale}
 
 
+def _computing_dtype(tensor: tf.Tensor) -> tf.DType:
+    """float32 for half-precision inputs (mixed precision), the input's own dtype otherwise."""
+    return tf.float32 if tensor.dtype in (tf.float16, tf.bfloat16) else tensor.dtype
+
+
+def ranking_loss(labels: tf.Tensor, scores: tf.Tensor) -> tf.Tensor:
+    """CoSENT's ranking of a batch's pairs: `log(1 + sum over y_i < y_j of exp(s_i - s_j))`.
+
+    Every pair whose label is lower than another's but whose score is not is penalised, so
+    the loss asks only for the labels' order, not their values.
+
+    Args:
+        labels: The pairs' graded labels, shape `(batch,)`.
+        scores: The pairs' scaled similarities, shape `(batch,)`.
+
+    Returns:
+        The batch's loss, a scalar (float32 for half-precision scores).
+
+    Example:
+        >>> import tensorflow as tf
+        >>> right = ranking_loss(tf.constant([0.0, 1.0]), tf.constant([-5.0, 5.0]))
+        >>> wrong = ranking_loss(tf.constant([0.0, 1.0]), tf.constant([5.0, -5.0]))
+        >>> bool(right < 0.001) and bool(wrong > 9.9)
+        True
+    """
+    scores = tf.reshape(tf.convert_to_tensor(scores), [-1])
+    scores = tf.cast(scores, _computing_dtype(scores))
+    labels = tf.cast(tf.reshape(labels, [-1]), scores.dtype)
+    differences = scores[:, None] - scores[None, :]
+    lower = labels[:, None] < labels[None, :]
+    terms = tf.where(
+        lower, differences, tf.fill(tf.shape(differences), tf.cast(-1e12, scores.dtype))
+    )
+    flat = tf.concat([tf.zeros([1], scores.dtype), tf.reshape(terms, [-1])], axis=0)
+    return tf.reduce_logsumexp(flat)
+
+
+def angle_similarity(first: tf.Tensor, second: tf.Tensor) -> tf.Tensor:
+    """AnglE's similarity: each embedding's halves are the real and imaginary parts of a
+    complex vector; the quotient `first / second`, normalised by the two norms, summed over
+    real and imaginary parts, in absolute value.
+
+    Why: the cosine's gradient vanishes near cos = ±1 (saturated pairs stop learning); the
+    angle difference in complex space keeps a gradient there (Li and Li, 2023). An odd
+    width is padded with a zero, as sentence-transformers does.
+
+    Args:
+        first: Embeddings, shape `(batch, dim)`.
+        second: Embeddings, shape `(batch, dim)`.
+
+    Returns:
+        The similarity of each row pair, shape `(batch,)`.
+
+    Example:
+        >>> import tensorflow as tf
+        >>> x = tf.constant([[1.0, 2.0, 3.0, 4.0]])
+        >>> round(float(angle_similarity(x, x)[0]), 6)
+        1.0
+        >>> e1, e2 = tf.constant([[1.0, 0.0, 0.0, 0.0]]), tf.constant([[0.0, 1.0, 0.0, 0.0]])
+        >>> float(angle_similarity(e1, e2)[0])  # two orthogonal complex components
+        0.0
+    """
+    first, second = tf.convert_to_tensor(first), tf.convert_to_tensor(second)
+    dtype = _computing_dtype(first)
+    first, second = tf.cast(first, dtype), tf.cast(second, dtype)
+    if first.shape[-1] is not None and first.shape[-1] % 2:
+        first = tf.pad(first, [[0, 0], [0, 1]])
+        second = tf.pad(second, [[0, 0], [0, 1]])
+    a, b = tf.split(first, 2, axis=-1)
+    c, d = tf.split(second, 2, axis=-1)
+    second_sq = tf.reduce_sum(c**2 + d**2, axis=-1, keepdims=True)
+    scale = tf.sqrt(second_sq) / tf.sqrt(tf.reduce_sum(a**2 + b**2, axis=-1, keepdims=True))
+    real = (a * c + b * d) / second_sq * scale
+    imaginary = (b * c - a * d) / second_sq * scale
+    return tf.abs(tf.reduce_sum(real, axis=-1) + tf.reduce_sum(imaginary, axis=-1))
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class CoSENTLoss(keras.losses.Loss):
+    """CoSENT: rank the batch's pairs by `scale * cos` in the order of their graded labels.
+
+    Why: regressing the cosine onto rescaled labels (cosine_mse) asks for values the labels
+    do not really give; CoSENT asks only that a pair labelled more similar score higher,
+    which usually raises Spearman (Su, 2022; sentence-transformers' `CoSENTLoss`). The loss
+    is one value per batch (under a distribution strategy, per replica's share).
+
+    Args:
+        scale: Multiplies the cosines before the ranking (an inverse temperature), > 0.
+        name: The loss's name in logs.
+        **kwargs: `keras.losses.Loss`'s other arguments.
+
+    Raises:
+        TapefitError: `scale` is not positive.
+
+    Example:
+        >>> import numpy as np
+        >>> pairs = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [1.0, 0.0]]], "float32")
+        >>> loss = CoSENTLoss()  # the second pair is labelled more similar and scores higher
+        >>> float(loss(np.array([0.0, 5.0]), pairs)) < 1e-6
+        True
+    """
+
+    label_type: ClassVar[str | None] = "graded"
+
+    def __init__(self, scale: float = 20.0, name: str = "cosent", **kwargs: Any) -> None:
+        super().__init__(name=name, **kwargs)
+        if not scale > 0:
+            raise TapefitError(f"{name} scale={scale} must be > 0")
+        self.scale = float(scale)
+
+    def similarity(self, pair_embeddings: tf.Tensor) -> tf.Tensor:
+        """The similarity ranked: the cosine of each pair."""
+        return pair_cosine(pair_embeddings)
+
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        similarity = self.similarity(y_pred)
+        return ranking_loss(y_true, self.scale * tf.cast(similarity, _computing_dtype(similarity)))
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "scale": self.scale}
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class AnglELoss(CoSENTLoss):
+    """AnglE: CoSENT's ranking over `angle_similarity` instead of the cosine.
+
+    Why: near cos = ±1 the cosine's gradient vanishes; the angle in complex space keeps
+    one, so saturated pairs still learn (Li and Li, 2023; sentence-transformers'
+    `AnglELoss`).
+
+    Args:
+        scale: Multiplies the similarities before the ranking, > 0.
+        name: The loss's name in logs.
+        **kwargs: `keras.losses.Loss`'s other arguments.
+
+    Example:
+        >>> import numpy as np
+        >>> unlike = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]]
+        >>> alike = [[1.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]
+        >>> pairs = np.array([unlike, alike], "float32")
+        >>> float(AnglELoss()(np.array([0.0, 5.0]), pairs)) < 1e-6
+        True
+    """
+
+    def __init__(self, scale: float = 20.0, name: str = "angle", **kwargs: Any) -> None:
+        super().__init__(scale=scale, name=name, **kwargs)
+
+    def similarity(self, pair_embeddings: tf.Tensor) -> tf.Tensor:
+        """The similarity ranked: AnglE's normalised angle similarity of each pair."""
+        return angle_similarity(pair_embeddings[:, 0], pair_embeddings[:, 1])
+
+
 PAIR_LOSSES = {
     "cosine": CosineLoss,
     "cosine_mse": CosineMSELoss,
+    "cosent": CoSENTLoss,
+    "angle": AnglELoss,
     "contrastive": ContrastiveLoss,
     "in_batch_negatives": InBatchNegativesLoss,
 }

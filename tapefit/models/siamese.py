@@ -60,10 +60,10 @@ class EncoderOptions(TypedDict, total=False):
 class PairLossOptions(TypedDict, total=False):
     """`model.loss`: the pair loss and its options (each loss reads only its own)."""
 
-    name: Literal["cosine", "cosine_mse", "contrastive", "in_batch_negatives"]
+    name: Literal["cosine", "cosine_mse", "cosent", "angle", "contrastive", "in_batch_negatives"]
     target_range: list[float]  # cosine_mse: the cosine range graded labels are mapped onto
     margin: float  # contrastive: how far apart different pairs are pushed
-    scale: float  # in_batch_negatives: the softmax temperature's inverse
+    scale: float  # cosent, angle, in_batch_negatives: multiplies the similarities
 
 
 @keras.saving.register_keras_serializable(package="tapefit")
@@ -85,8 +85,8 @@ class SiameseModel(TapeModel):
         sequence_length: Tokens per text after vectorisation (padded or cut).
         encoder: `TextEncoder`'s options (`embedding_dim`, `rnn`, `units`, `num_layers`,
             `bidirectional`, `pooling`, `recurrent_dropout`, `mask_padding`).
-        loss: The pair loss `compile_defaults` makes: `name` (cosine, cosine_mse,
-            contrastive, in_batch_negatives) and its options.
+        loss: The pair loss `compile_defaults` makes: `name` (cosine, cosine_mse, cosent,
+            angle, contrastive, in_batch_negatives) and its options.
         label_type: `graded` scores or `binary` 0/1 labels: which losses fit.
         label_range: `[low, high]` of graded labels, which `cosine_mse` rescales.
         **kwargs: `keras.Model`'s keyword arguments (`name`, `dtype`, ...).
