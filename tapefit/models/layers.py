@@ -11,42 +11,86 @@ from keras import layers
 from tapefit.choices import choice_enum, parse_choice
 from tapefit.errors import TapefitError
 
-RNNS = {"lstm": layers.LSTM, "gru": layers.GRU}
+RNNS = {"lstm": layers.LSTM, "gru": layers.GRU, "none": None}
 Rnn = choice_enum("Rnn", RNNS)
 
 
 class Pooling(str, Enum):
-    """How a sequence of RNN states becomes one vector."""
+    """How a sequence of RNN states (or, with `rnn: none`, token embeddings) becomes one
+    vector."""
 
     last = "last"  # the final state
     mean = "mean"  # the masked mean over time
+    max = "max"  # the masked maximum over time, per feature
+    first = "first"  # the first token's state (BERT's `cls`)
+    mean_sqrt_len = "mean_sqrt_len"  # the masked sum over time divided by sqrt(length)
+
+
+def pool_states(states: Any, mask: Any, pooling: str) -> Any:
+    """One vector per text from its per-token states, ignoring masked (padding) positions.
+
+    Args:
+        states: `(batch, time, features)`.
+        mask: `(batch, time)` booleans, True for real tokens; None: every position counts.
+        pooling: `max`, `first` or `mean_sqrt_len` (`last` and `mean` are the RNN's own and
+            Keras' `GlobalAveragePooling1D`).
+
+    Returns:
+        `(batch, features)`; a text with no token pools to zeros.
+
+    Example:
+        >>> import numpy as np
+        >>> states = np.array([[[1.0], [3.0], [9.0]]], "float32")
+        >>> mask = np.array([[True, True, False]])
+        >>> [float(pool_states(states, mask, p)[0, 0]) for p in ("max", "first")]
+        [3.0, 1.0]
+        >>> round(float(pool_states(states, mask, "mean_sqrt_len")[0, 0]), 4)  # 4 / sqrt(2)
+        2.8284
+    """
+    ops = keras.ops
+    if pooling == "first":
+        return states[:, 0]
+    if mask is None:
+        mask = ops.ones(ops.shape(states)[:2], dtype="bool")
+    present = ops.expand_dims(ops.cast(mask, states.dtype), -1)
+    if pooling == "max":  # a padded position takes the text's smallest state: never the max
+        masked = ops.where(present > 0, states, ops.min(states, axis=1, keepdims=True))
+        any_token = ops.any(ops.cast(mask, "bool"), axis=1, keepdims=True)
+        return ops.where(any_token, ops.max(masked, axis=1), ops.zeros_like(states[:, 0]))
+    if pooling == "mean_sqrt_len":
+        length = ops.maximum(ops.sum(present, axis=1), 1.0)
+        return ops.sum(states * present, axis=1) / ops.sqrt(length)
+    raise TapefitError(f"pool_states: unknown pooling {pooling!r}")
 
 
 @keras.saving.register_keras_serializable(package="tapefit")
 class TextEncoder(layers.Layer):
-    """Token ids -> one vector per text: Embedding, RNN, then last state or mean over time.
+    """Token ids -> one vector per text: Embedding, RNN (or none), then a pooling over time.
 
     The encoder `SiameseModel` shares between both texts of a pair, as a serialisable layer
     so that a `.keras` file rebuilds it from its options. The RNNs may be stacked and
     bidirectional; padding (id 0) is masked when `mask_padding`. The default is the
     GradientTape tutorial's encoder: `Embedding(vocab, 100)` -> `LSTM(64,
-    recurrent_dropout=0.1)`.
+    recurrent_dropout=0.1)`. `rnn="none"` is the bag-of-embeddings baseline: the token
+    embeddings pooled directly (any pooling but `last`).
 
     Args:
         vocab_size: Token ids lie below it (0 is padding).
         embedding_dim: Size of the token embeddings.
-        rnn: `lstm` or `gru`.
+        rnn: `lstm`, `gru` or `none` (bag of embeddings).
         units: Units of each RNN (per direction).
         num_layers: Stacked RNN layers.
         bidirectional: Run each RNN both ways and concatenate (doubles `output_dim`).
-        pooling: `last` (the final state) or `mean` (the masked mean over time).
+        pooling: `last` (the final state), `mean` (the masked mean over time), `max` (the
+            masked maximum per feature), `first` (the first token's state) or
+            `mean_sqrt_len` (the masked sum over sqrt(length)).
         recurrent_dropout: The RNNs' recurrent dropout rate.
         mask_padding: Mask id 0, so padding does not reach the RNN.
         **kwargs: `keras.layers.Layer`'s keyword arguments (`name`, `dtype`, ...).
 
     Raises:
-        TapefitError: an unknown `rnn` or `pooling`, `num_layers` below 1 or `vocab_size`
-            below 2.
+        TapefitError: an unknown `rnn` or `pooling`, `num_layers` below 1, `vocab_size`
+            below 2, or `pooling="last"` without an RNN.
 
     Examples:
         >>> import numpy as np
@@ -77,6 +121,11 @@ class TextEncoder(layers.Layer):
                 f"TextEncoder needs num_layers >= 1 and vocab_size >= 2; got {num_layers}, "
                 f"{vocab_size}"
             )
+        if rnn == "none" and pooling == "last":
+            raise TapefitError(
+                "model.encoder.pooling=last needs an RNN (its final state): with "
+                "model.encoder.rnn=none choose pooling mean, max, first or mean_sqrt_len"
+            )
         self.settings = {
             "vocab_size": int(vocab_size),
             "embedding_dim": int(embedding_dim),
@@ -90,19 +139,24 @@ class TextEncoder(layers.Layer):
         }
         self.embedding = layers.Embedding(vocab_size, embedding_dim, mask_zero=mask_padding)
         self.recurrent = []
-        for index in range(num_layers):
+        for index in range(num_layers if rnn != "none" else 0):
             last = index == num_layers - 1
             cell = RNNS[rnn](
                 units,
                 recurrent_dropout=recurrent_dropout,
-                return_sequences=not last or pooling == "mean",
+                return_sequences=not last or pooling != "last",
             )
             self.recurrent.append(layers.Bidirectional(cell) if bidirectional else cell)
         self.mean = layers.GlobalAveragePooling1D() if pooling == "mean" else None
 
     @property
     def output_dim(self) -> int:
-        """Size of the text vector: `units`, doubled when `bidirectional`."""
+        """Size of the text vector: `units` (doubled when bidirectional), or `embedding_dim`.
+
+        Without an RNN (`rnn="none"`) the pooled token embeddings are the text vector.
+        """
+        if self.settings["rnn"] == "none":
+            return self.settings["embedding_dim"]
         return self.settings["units"] * (2 if self.settings["bidirectional"] else 1)
 
     def build(self, input_shape: tuple) -> None:
@@ -133,7 +187,9 @@ class TextEncoder(layers.Layer):
         for rnn in self.recurrent:
             hidden = rnn(hidden, mask=mask, training=training)
         if self.mean is not None:
-            hidden = self.mean(hidden, mask=mask)
+            return self.mean(hidden, mask=mask)
+        if self.settings["pooling"] != "last":
+            return pool_states(hidden, mask, self.settings["pooling"])
         return hidden
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:

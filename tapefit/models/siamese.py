@@ -48,11 +48,11 @@ class EncoderOptions(TypedDict, total=False):
     """`model.encoder`: the shared text encoder (`tapefit.models.TextEncoder`'s arguments)."""
 
     embedding_dim: int
-    rnn: Literal["lstm", "gru"]
+    rnn: Literal["lstm", "gru", "none"]
     units: int
     num_layers: int
     bidirectional: bool
-    pooling: Literal["last", "mean"]
+    pooling: Literal["last", "mean", "max", "first", "mean_sqrt_len"]
     recurrent_dropout: float
     mask_padding: bool
 
