@@ -60,7 +60,11 @@ def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys):
     out = capsys.readouterr().out
     assert set(report["recipes"]) == {"constant", "cosine", "ema", "cosine+ema"}
     assert all(r["windows"] == 3 and r["median_ms"] > 0 for r in report["recipes"].values())
-    assert "target: every recipe / constant <= 1.02 (worst " in out
+    assert "target: every recipe / constant <= 1.02, paired (worst " in out
+    ema, constant = report["recipes"]["ema"], report["recipes"]["constant"]
+    assert len(ema["round_median_ms"]) == 2  # rounds of 2 windows then 1
+    ratios = sorted(a / b for a, b in zip(ema["round_median_ms"], constant["round_median_ms"]))
+    assert benchmark.paired_ratio(report["recipes"], "ema") == pytest.approx(sum(ratios) / 2)
     for model in ("mlp", "siamese"):
         assert set(report[model]) == set(benchmark.VARIANTS)
         for result in report[model].values():
