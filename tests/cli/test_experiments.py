@@ -63,7 +63,8 @@ def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys):
     assert "target: every recipe / constant <= 1.02, paired (worst " in out
     ema, constant = report["recipes"]["ema"], report["recipes"]["constant"]
     assert len(ema["round_median_ms"]) == 2  # rounds of 2 windows then 1
-    ratios = sorted(a / b for a, b in zip(ema["round_median_ms"], constant["round_median_ms"]))
+    rounds = zip(ema["round_median_ms"], constant["round_median_ms"], strict=True)
+    ratios = sorted(a / b for a, b in rounds)
     assert benchmark.paired_ratio(report["recipes"], "ema") == pytest.approx(sum(ratios) / 2)
     for model in ("mlp", "siamese"):
         assert set(report[model]) == set(benchmark.VARIANTS)
