@@ -23,6 +23,7 @@ from tapefit.models.layers import TextEncoder
 from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss, pair_cosine
 from tapefit.models.metrics import SplitMetrics, pair_metrics
 from tapefit.models.plots import plot_similarity
+from tapefit.models.retrieval import RetrievalMetrics, RetrievalTask, evaluate_task, pair_task
 from tapefit.step.tape_model import StepOutput, TapeModel
 
 FINGERPRINT_BUCKETS = 2**24  # exact in float32, which Keras losses cast labels to
@@ -57,6 +58,13 @@ class EncoderOptions(TypedDict, total=False):
     mask_padding: bool
 
 
+class RetrievalOptions(TypedDict, total=False):
+    """`model.retrieval`: rank each split's corpus for its queries (`tapefit.models.retrieval`)."""
+
+    enabled: bool
+    positive_label: float  # graded labels at or above it make a pair relevant
+
+
 class PairLossOptions(TypedDict, total=False):
     """`model.loss`: the pair loss and its options (each loss reads only its own)."""
 
@@ -89,6 +97,9 @@ class SiameseModel(TapeModel):
             angle, contrastive, in_batch_negatives) and its options.
         label_type: `graded` scores or `binary` 0/1 labels: which losses fit.
         label_range: `[low, high]` of graded labels, which `cosine_mse` rescales.
+        retrieval: `enabled` adds retrieval metrics (recall@1/5/10, MRR@10, NDCG@10) on the
+            validation split each epoch and on the test split; `positive_label` (default 4.0)
+            is the graded label from which a pair is relevant.
         **kwargs: `keras.Model`'s keyword arguments (`name`, `dtype`, ...).
 
     Raises:
@@ -122,6 +133,7 @@ class SiameseModel(TapeModel):
         loss: PairLossOptions | None = None,
         label_type: Literal["graded", "binary"] = "graded",
         label_range: Sequence[float] = (0.0, 5.0),
+        retrieval: RetrievalOptions | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -129,13 +141,16 @@ class SiameseModel(TapeModel):
             raise TapefitError(
                 "SiameseModel needs a vocabulary (string inputs) or a vocab_size (token ids)"
             )
-        self.check_options({"encoder": encoder or {}, "loss": loss or {}})
+        self.check_options(
+            {"encoder": encoder or {}, "loss": loss or {}, "retrieval": retrieval or {}}
+        )
         self.vocabulary = list(vocabulary) if vocabulary is not None else None
         self.sequence_length = int(sequence_length)
         self.encoder_settings = dict(encoder or {})
         self.loss_settings = dict(loss or {})
         self.label_type = str(label_type)
         self.label_range = [float(v) for v in label_range]
+        self.retrieval_settings = dict(retrieval or {})
         if self.vocabulary is not None:
             self.vectorizer = layers.TextVectorization(
                 vocabulary=self.vocabulary, output_sequence_length=self.sequence_length
@@ -207,6 +222,13 @@ class SiameseModel(TapeModel):
         loss = dict(options.get("loss") or {})
         if "name" in loss:
             parse_choice(PairLoss, loss["name"], "model.loss.name")
+        retrieval = dict(options.get("retrieval") or {})
+        unknown = sorted(set(retrieval) - set(RetrievalOptions.__annotations__))
+        if unknown:
+            raise TapefitError(
+                f"model.retrieval.{unknown[0]} is not a retrieval option: it takes "
+                f"{', '.join(RetrievalOptions.__annotations__)}"
+            )
 
     @classmethod
     def default_objective(cls, data: Mapping[str, Any]) -> str:
@@ -285,10 +307,31 @@ class SiameseModel(TapeModel):
         if data.val is None or "val" not in getattr(data, "splits", {}):
             return []
         labels = data.splits["val"][2]
-        return [SplitMetrics(data.inputs("val"), labels, data.label_type, prefix="val_")]
+        callbacks = [SplitMetrics(data.inputs("val"), labels, data.label_type, prefix="val_")]
+        if self.retrieval_settings.get("enabled"):
+            callbacks.append(RetrievalMetrics(self.retrieval_task(data.splits["val"]), "val_"))
+        return callbacks
+
+    def retrieval_task(self, split: Any) -> RetrievalTask:
+        """The retrieval task of a split `(texts_a, texts_b, labels)`.
+
+        Its `texts_b` are the corpus; each `texts_a` of a positive pair (graded label at
+        least `model.retrieval.positive_label`, or binary 1) is a query.
+
+        Args:
+            split: The split's arrays.
+
+        Returns:
+            The queries, corpus and relevance `RetrievalMetrics` and `report` score.
+        """
+        positive = float(self.retrieval_settings.get("positive_label", 4.0))
+        return pair_task(*split, label_type=self.label_type, positive_label=positive)
 
     def report(self, data: Any, run_dir: Path) -> dict[str, Any]:
-        """Test-split correlation or AUC, `similarity.png`, and the lines the reader skipped.
+        """Test-split metrics, `similarity.png`, and the lines the reader skipped.
+
+        The metrics: correlation (graded) or AUC (binary), and retrieval metrics when
+        `model.retrieval.enabled`.
 
         A run calls it after training and adds the metrics to `metrics.json`.
 
@@ -307,6 +350,8 @@ class SiameseModel(TapeModel):
         plot_similarity(scores, gold, data.label_type, run_dir / "similarity.png")
         metrics = pair_metrics(scores, gold, data.label_type)
         report.update({f"test_{name}": value for name, value in metrics.items()})
+        if self.retrieval_settings.get("enabled"):
+            report.update(evaluate_task(self, self.retrieval_task(data.splits["test"]), "test_"))
         return report
 
     def serving_endpoints(self) -> dict[str, tuple[Any, list[Any]]]:
@@ -482,6 +527,7 @@ class SiameseModel(TapeModel):
             "loss": self.loss_settings,
             "label_type": self.label_type,
             "label_range": self.label_range,
+            "retrieval": self.retrieval_settings,
         }
 
 

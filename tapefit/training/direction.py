@@ -17,6 +17,7 @@ from tapefit.errors import TapefitError
 HIGHER_IS_BETTER = {
     "accuracy", "acc", "auc", "precision", "recall", "f1", "fbeta", "iou", "io", "r2",
     "pearson", "spearman", "correlation", "similarity", "sensitivity", "specificity",
+    "mrr", "ndcg",
 }  # fmt: skip
 LOWER_IS_BETTER = {
     "loss", "error", "crossentropy", "divergence", "hinge", "poisson", "mse", "mae",
