@@ -11,7 +11,7 @@ from keras import layers
 from tapefit.choices import choice_enum, parse_choice
 from tapefit.errors import TapefitError
 
-RNNS = {"lstm": layers.LSTM, "gru": layers.GRU, "none": None}
+RNNS = {"lstm": layers.LSTM, "gru": layers.GRU, "transformer": None, "none": None}
 Rnn = choice_enum("Rnn", RNNS)
 
 
@@ -63,6 +63,115 @@ def pool_states(states: Any, mask: Any, pooling: str) -> Any:
     raise TapefitError(f"pool_states: unknown pooling {pooling!r}")
 
 
+def sine_positions(length: Any, width: int, dtype: str = "float32") -> Any:
+    """The Transformer's sinusoidal position encoding, shape `(length, width)`.
+
+    Why: attention alone does not know token order; fixed sines and cosines of geometric
+    frequencies (Vaswani et al., 2017) tell it, for any length, with no weights to learn.
+
+    Args:
+        length: The number of positions.
+        width: The embedding width.
+        dtype: The encoding's dtype.
+
+    Returns:
+        `sin(p / 10000^(2i/width))` in even columns, `cos(...)` in odd ones.
+
+    Example:
+        >>> import numpy as np
+        >>> encoding = np.asarray(sine_positions(3, 4))
+        >>> encoding.shape, float(encoding[0, 1]), round(float(encoding[1, 0]), 6)  # cos 0, sin 1
+        ((3, 4), 1.0, 0.841471)
+    """
+    ops = keras.ops
+    positions = ops.cast(ops.arange(length), "float32")[:, None]
+    columns = ops.arange(width)
+    rates = ops.power(10000.0, -ops.cast(2 * (columns // 2), "float32") / float(width))
+    angles = positions * rates[None, :]
+    encoding = ops.where(columns[None, :] % 2 == 0, ops.sin(angles), ops.cos(angles))
+    return ops.cast(encoding, dtype)
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class TransformerBlock(layers.Layer):
+    """One post-norm Transformer encoder block: self-attention over the text's real tokens,
+    then a two-layer feed-forward network (GELU), each added back and layer-normalised.
+
+    Args:
+        width: The token vectors' width (the embedding's).
+        num_heads: Attention heads; `width` must divide by it.
+        units: The feed-forward network's hidden width.
+        dropout: Dropout on the attention weights and after each sub-layer while training.
+        **kwargs: `keras.layers.Layer`'s keyword arguments.
+
+    Raises:
+        TapefitError: `width` does not divide by `num_heads`.
+
+    Example:
+        >>> import numpy as np
+        >>> block = TransformerBlock(width=8, num_heads=2, units=16)
+        >>> tuple(block(np.ones((2, 5, 8), "float32"), np.ones((2, 5), bool)).shape)
+        (2, 5, 8)
+    """
+
+    def __init__(
+        self, width: int, num_heads: int = 4, units: int = 64, dropout: float = 0.1, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        if num_heads < 1 or width % num_heads:
+            raise TapefitError(
+                f"model.encoder.num_heads={num_heads} must divide model.encoder.embedding_dim="
+                f"{width}: choose a divisor (e.g. 1, 2, 4)"
+            )
+        self.settings = {"width": width, "num_heads": num_heads, "units": units, "dropout": dropout}
+        self.attention = layers.MultiHeadAttention(num_heads, width // num_heads, dropout=dropout)
+        self.feed_forward = [layers.Dense(units, activation="gelu"), layers.Dense(width)]
+        self.norms = [layers.LayerNormalization(epsilon=1e-6) for _ in range(2)]
+        self.dropout = layers.Dropout(dropout)
+
+    def build(self, input_shape: tuple) -> None:
+        """Create the attention, feed-forward and normalisation weights.
+
+        Args:
+            input_shape: `(batch, time, width)`.
+        """
+        self.attention.build(input_shape, input_shape)
+        self.feed_forward[0].build(input_shape)
+        self.feed_forward[1].build((*input_shape[:-1], self.settings["units"]))
+        for norm in self.norms:
+            norm.build(input_shape)
+        self.built = True
+
+    def call(self, tokens: Any, mask: Any = None, training: bool | None = None) -> Any:
+        """Attend, then transform, each with a residual connection and layer norm.
+
+        Args:
+            tokens: `(batch, time, width)`.
+            mask: `(batch, time)`, True for real tokens (keys that may be attended to).
+            training: Whether dropout runs.
+
+        Returns:
+            `(batch, time, width)`.
+        """
+        attention_mask = None if mask is None else keras.ops.expand_dims(mask, 1)
+        attended = self.attention(tokens, tokens, attention_mask=attention_mask, training=training)
+        hidden = self.norms[0](tokens + self.dropout(attended, training=training))
+        transformed = self.feed_forward[1](self.feed_forward[0](hidden))
+        return self.norms[1](hidden + self.dropout(transformed, training=training))
+
+    def compute_mask(self, tokens: Any, mask: Any = None) -> Any:
+        """The padding mask passes through unchanged."""
+        return mask
+
+    def get_config(self) -> dict:
+        """Keras' layer config plus the block's options, so it reloads.
+
+        Returns:
+            The config `from_config` rebuilds the block from.
+        """
+        return {**super().get_config(), **self.settings}
+
+
 @keras.saving.register_keras_serializable(package="tapefit")
 class TextEncoder(layers.Layer):
     """Token ids -> one vector per text: Embedding, RNN (or none), then a pooling over time.
@@ -71,21 +180,24 @@ class TextEncoder(layers.Layer):
     so that a `.keras` file rebuilds it from its options. The RNNs may be stacked and
     bidirectional; padding (id 0) is masked when `mask_padding`. The default is the
     GradientTape tutorial's encoder: `Embedding(vocab, 100)` -> `LSTM(64,
-    recurrent_dropout=0.1)`. `rnn="none"` is the bag-of-embeddings baseline: the token
-    embeddings pooled directly (any pooling but `last`).
+    recurrent_dropout=0.1)`. `rnn="transformer"` stacks `num_layers` Transformer blocks
+    (self-attention with sinusoidal positions) over the embeddings; `rnn="none"` is the
+    bag-of-embeddings baseline, the token embeddings pooled directly. Neither has a final
+    state, so both take any pooling but `last`.
 
     Args:
         vocab_size: Token ids lie below it (0 is padding).
         embedding_dim: Size of the token embeddings.
-        rnn: `lstm`, `gru` or `none` (bag of embeddings).
-        units: Units of each RNN (per direction).
-        num_layers: Stacked RNN layers.
+        rnn: `lstm`, `gru`, `transformer` or `none` (bag of embeddings).
+        units: Units of each RNN (per direction); a Transformer block's feed-forward width.
+        num_layers: Stacked RNN layers or Transformer blocks.
         bidirectional: Run each RNN both ways and concatenate (doubles `output_dim`).
         pooling: `last` (the final state), `mean` (the masked mean over time), `max` (the
             masked maximum per feature), `first` (the first token's state) or
             `mean_sqrt_len` (the masked sum over sqrt(length)).
-        recurrent_dropout: The RNNs' recurrent dropout rate.
-        mask_padding: Mask id 0, so padding does not reach the RNN.
+        recurrent_dropout: The RNNs' recurrent dropout rate; the Transformer's dropout.
+        mask_padding: Mask id 0, so padding does not reach the RNN or attention.
+        num_heads: A Transformer block's attention heads (`embedding_dim` must divide by it).
         **kwargs: `keras.layers.Layer`'s keyword arguments (`name`, `dtype`, ...).
 
     Raises:
@@ -111,6 +223,7 @@ class TextEncoder(layers.Layer):
         pooling: str = "last",
         recurrent_dropout: float = 0.1,
         mask_padding: bool = True,
+        num_heads: int = 4,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -121,10 +234,10 @@ class TextEncoder(layers.Layer):
                 f"TextEncoder needs num_layers >= 1 and vocab_size >= 2; got {num_layers}, "
                 f"{vocab_size}"
             )
-        if rnn == "none" and pooling == "last":
+        if rnn in ("none", "transformer") and pooling == "last":
             raise TapefitError(
                 "model.encoder.pooling=last needs an RNN (its final state): with "
-                "model.encoder.rnn=none choose pooling mean, max, first or mean_sqrt_len"
+                f"model.encoder.rnn={rnn} choose pooling mean, max, first or mean_sqrt_len"
             )
         self.settings = {
             "vocab_size": int(vocab_size),
@@ -136,10 +249,15 @@ class TextEncoder(layers.Layer):
             "pooling": pooling,
             "recurrent_dropout": float(recurrent_dropout),
             "mask_padding": bool(mask_padding),
+            "num_heads": int(num_heads),
         }
         self.embedding = layers.Embedding(vocab_size, embedding_dim, mask_zero=mask_padding)
         self.recurrent = []
-        for index in range(num_layers if rnn != "none" else 0):
+        self.blocks = [
+            TransformerBlock(embedding_dim, num_heads, units, recurrent_dropout, name=f"block_{i}")
+            for i in range(num_layers if rnn == "transformer" else 0)
+        ]
+        for index in range(num_layers if rnn in ("lstm", "gru") else 0):
             last = index == num_layers - 1
             cell = RNNS[rnn](
                 units,
@@ -155,7 +273,7 @@ class TextEncoder(layers.Layer):
 
         Without an RNN (`rnn="none"`) the pooled token embeddings are the text vector.
         """
-        if self.settings["rnn"] == "none":
+        if self.settings["rnn"] in ("none", "transformer"):
             return self.settings["embedding_dim"]
         return self.settings["units"] * (2 if self.settings["bidirectional"] else 1)
 
@@ -167,6 +285,8 @@ class TextEncoder(layers.Layer):
         """
         self.embedding.build(input_shape)
         shape = (*input_shape, self.settings["embedding_dim"])
+        for block in self.blocks:
+            block.build(shape)
         for rnn in self.recurrent:
             rnn.build(shape)
             shape = (*input_shape, self.output_dim)
@@ -184,6 +304,12 @@ class TextEncoder(layers.Layer):
         """
         hidden = self.embedding(tokens)
         mask = self.embedding.compute_mask(tokens)
+        if self.blocks:
+            width = self.settings["embedding_dim"]
+            positions = sine_positions(keras.ops.shape(tokens)[1], width, hidden.dtype)
+            hidden = hidden * keras.ops.cast(width**0.5, hidden.dtype) + positions[None]
+            for block in self.blocks:
+                hidden = block(hidden, mask=mask, training=training)
         for rnn in self.recurrent:
             hidden = rnn(hidden, mask=mask, training=training)
         if self.mean is not None:

@@ -49,13 +49,14 @@ class EncoderOptions(TypedDict, total=False):
     """`model.encoder`: the shared text encoder (`tapefit.models.TextEncoder`'s arguments)."""
 
     embedding_dim: int
-    rnn: Literal["lstm", "gru", "none"]
+    rnn: Literal["lstm", "gru", "transformer", "none"]
     units: int
     num_layers: int
     bidirectional: bool
     pooling: Literal["last", "mean", "max", "first", "mean_sqrt_len"]
     recurrent_dropout: float
     mask_padding: bool
+    num_heads: int
 
 
 class RetrievalOptions(TypedDict, total=False):
@@ -92,7 +93,7 @@ class SiameseModel(TapeModel):
         vocab_size: For token-id inputs, without a vocabulary: ids lie below it.
         sequence_length: Tokens per text after vectorisation (padded or cut).
         encoder: `TextEncoder`'s options (`embedding_dim`, `rnn`, `units`, `num_layers`,
-            `bidirectional`, `pooling`, `recurrent_dropout`, `mask_padding`).
+            `bidirectional`, `pooling`, `recurrent_dropout`, `mask_padding`, `num_heads`).
         loss: The pair loss `compile_defaults` makes: `name` (cosine, cosine_mse, cosent,
             angle, contrastive, in_batch_negatives) and its options.
         label_type: `graded` scores or `binary` 0/1 labels: which losses fit.

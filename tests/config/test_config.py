@@ -119,7 +119,7 @@ def test_wheel_ships_every_config_file_and_module(tmp_path):
         (["model.dropout=1.5"], r"model.dropout=1.5 must lie in \[0, 1\)"),
         (["+model.dropuot=0.1"], "did you mean model.dropout"),
         (["+data.batch_sise=8"], "did you mean data.batch_size"),
-        (["experiment=siamese", "model.encoder.rnn=transformer"], "must be one of lstm, gru"),
+        (["experiment=siamese", "model.encoder.rnn=attention"], "must be one of lstm, gru, trans"),
         (["experiment=siamese", "model.encoder.pooling=median"], "must be one of last, mean, max"),
         (["experiment=siamese", "+model.encoder.unit=3"], "did you mean model.encoder.units"),
         (["experiment=siamese", "model.loss.name=triplet"], "model.loss.name='triplet' must be"),

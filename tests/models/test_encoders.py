@@ -40,13 +40,27 @@ def test_bag_of_embeddings_pools_the_real_tokens_as_numpy_does(pooling):
     assert len(encoder.trainable_variables) == 1  # only the embedding: no RNN
 
 
+@pytest.mark.parametrize("rnn", ["lstm", "transformer"])
 @pytest.mark.parametrize("pooling", ["max", "first", "mean_sqrt_len"])
-def test_rnn_poolings_ignore_padding(pooling):
-    encoder = TextEncoder(vocab_size=12, embedding_dim=4, units=3, pooling=pooling)
+def test_rnn_and_transformer_poolings_ignore_padding(rnn, pooling):
+    encoder = TextEncoder(
+        vocab_size=12, embedding_dim=4, units=3, pooling=pooling, rnn=rnn, num_heads=2
+    )
     short = keras.ops.convert_to_numpy(encoder(np.array([[3, 7, 0, 0, 0, 0, 0, 0]])))
     long = keras.ops.convert_to_numpy(encoder(np.array([[3, 7, 0]])))
-    np.testing.assert_allclose(short, long, rtol=1e-5, atol=1e-7)
-    assert short.shape == (1, 3)
+    np.testing.assert_allclose(short, long, rtol=1e-5, atol=1e-6)
+    assert short.shape == (1, encoder.output_dim) == (1, 3 if rnn == "lstm" else 4)
+
+
+def test_the_transformer_sees_token_order_through_its_positions():
+    encoder = TextEncoder(vocab_size=12, embedding_dim=8, rnn="transformer", pooling="mean")
+    forward = keras.ops.convert_to_numpy(encoder(np.array([[3, 7, 5]])))
+    backward = keras.ops.convert_to_numpy(encoder(np.array([[5, 7, 3]])))
+    assert np.abs(forward - backward).max() > 1e-3  # a bag of embeddings would not tell
+    with pytest.raises(
+        TapefitError, match=r"num_heads=3 must divide model.encoder.embedding_dim=8"
+    ):
+        TextEncoder(vocab_size=12, embedding_dim=8, rnn="transformer", num_heads=3, pooling="max")
 
 
 def test_pool_states_of_a_text_with_no_token_is_zero():
@@ -70,6 +84,7 @@ def test_last_pooling_without_an_rnn_is_refused_naming_the_choices():
     [
         {"rnn": "none", "pooling": "mean_sqrt_len", "embedding_dim": 8},
         {"units": 4, "embedding_dim": 8, "pooling": "max", "bidirectional": True},
+        {"rnn": "transformer", "embedding_dim": 8, "units": 16, "num_heads": 2, "pooling": "mean"},
     ],
 )
 def test_new_encoders_reach_every_variable_and_reload(encoder, tmp_path):
