@@ -21,7 +21,7 @@ from tapefit.data.pairs import adapt_vocabulary
 from tapefit.errors import TapefitError
 from tapefit.models.layers import TextEncoder
 from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss, pair_cosine
-from tapefit.models.metrics import SplitMetrics, pair_metrics
+from tapefit.models.metrics import SplitMetrics, pair_metrics, threshold_report
 from tapefit.models.plots import plot_similarity
 from tapefit.models.retrieval import RetrievalMetrics, RetrievalTask, evaluate_task, pair_task
 from tapefit.step.tape_model import StepOutput, TapeModel
@@ -331,8 +331,9 @@ class SiameseModel(TapeModel):
     def report(self, data: Any, run_dir: Path) -> dict[str, Any]:
         """Test-split metrics, `similarity.png`, and the lines the reader skipped.
 
-        The metrics: correlation (graded) or AUC (binary), and retrieval metrics when
-        `model.retrieval.enabled`.
+        The metrics: correlation (graded); or AUC, best accuracy and F1, and the test
+        accuracy and F1 at the thresholds chosen on validation (binary); and retrieval
+        metrics when `model.retrieval.enabled`.
 
         A run calls it after training and adds the metrics to `metrics.json`.
 
@@ -351,6 +352,9 @@ class SiameseModel(TapeModel):
         plot_similarity(scores, gold, data.label_type, run_dir / "similarity.png")
         metrics = pair_metrics(scores, gold, data.label_type)
         report.update({f"test_{name}": value for name, value in metrics.items()})
+        if data.label_type == "binary" and "val" in data.splits:  # thresholds from validation
+            val_scores = self.predict(data.inputs("val"), verbose=0)
+            report.update(threshold_report(val_scores, data.splits["val"][2], scores, gold))
         if self.retrieval_settings.get("enabled"):
             report.update(evaluate_task(self, self.retrieval_task(data.splits["test"]), "test_"))
         return report

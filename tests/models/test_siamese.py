@@ -151,8 +151,12 @@ def test_binary_labels_with_contrastive_report_auc(compose, tmp_path):
     )
     metrics = run(cfg, tmp_path)
     history = json.loads((tmp_path / "history.json").read_text())
-    assert {"val_auc", "val_best_accuracy"} <= set(history)
+    assert {"val_auc", "val_best_accuracy", "val_best_f1"} <= set(history)
     assert metrics["test_auc"] > 0.8 and metrics["test_best_accuracy"] > 0.7
+    # thresholds are chosen on validation; the test split's own best bounds its score at them
+    assert metrics["test_accuracy_at_val_threshold"] <= metrics["test_best_accuracy"]
+    assert metrics["test_f1_at_val_threshold"] <= metrics["test_best_f1"]
+    assert metrics["test_accuracy_at_val_threshold"] > 0.7 and -1 <= metrics["threshold_f1"] <= 1
 
 
 def write_pairs_csv(path, texts_a, texts_b, labels):
