@@ -115,25 +115,116 @@ class InBatchNegativesLoss(keras.losses.Loss):
     uses_text_ids = True  # SiameseModel passes text fingerprints as y_true
 
     def __init__(
-        self, scale: float = 20.0, name: str = "in_batch_negatives", **kwargs: Any
+        self,
+        scale: float = 20.0,
+        symmetric: bool = False,
+        name: str = "in_batch_negatives",
+        **kwargs: Any,
     ) -> None:
         super().__init__(name=name, **kwargs)
         self.scale = float(scale)
+        self.symmetric = bool(symmetric)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
         anchors, positives = y_pred[:, 0], y_pred[:, 1]
-        scores = self.scale * tf.matmul(anchors, positives, transpose_b=True)
-        ids = tf.reshape(y_true, [-1, 2])
-        same_anchor = tf.equal(ids[:, None, 0], ids[None, :, 0])
-        same_positive = tf.equal(ids[:, None, 1], ids[None, :, 1])
-        diagonal = tf.eye(tf.shape(scores)[0], dtype=tf.bool)
-        false_negative = (same_anchor | same_positive) & ~diagonal
-        scores = tf.where(false_negative, tf.cast(-1e9, scores.dtype), scores)
+        similarities = tf.matmul(anchors, positives, transpose_b=True)
+        scores = self.scale * masked_false_negatives(similarities, y_true, -1e9 / self.scale)
         targets = tf.range(tf.shape(scores)[0])
-        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=scores)
+        loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=scores)
+        if not self.symmetric:
+            return loss
+        # each positive also picks its own anchor among the batch's anchors (the transpose)
+        backward = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=targets, logits=tf.transpose(scores)
+        )
+        return (loss + backward) / 2.0
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "scale": self.scale}
+        return {**super().get_config(), "scale": self.scale, "symmetric": self.symmetric}
+
+
+def masked_false_negatives(similarities: tf.Tensor, text_ids: tf.Tensor, fill: float) -> tf.Tensor:
+    """`similarities[i, j]` of anchor i and positive j, with `fill` where j is not a true
+    negative of i: another row whose anchor or positive text equals row i's.
+
+    Args:
+        similarities: `(batch, batch)` anchor-by-positive similarities.
+        text_ids: `(batch, 2)` text fingerprints (anchor, positive) per row.
+        fill: The value masked entries take.
+
+    Returns:
+        The similarities, masked off the diagonal.
+
+    Example:
+        >>> import tensorflow as tf
+        >>> ids = tf.constant([[1, 2], [1, 3]])  # the same anchor text twice
+        >>> masked_false_negatives(tf.ones((2, 2)), ids, -9.0).numpy().tolist()
+        [[1.0, -9.0], [-9.0, 1.0]]
+    """
+    ids = tf.reshape(text_ids, [-1, 2])
+    same_anchor = tf.equal(ids[:, None, 0], ids[None, :, 0])
+    same_positive = tf.equal(ids[:, None, 1], ids[None, :, 1])
+    diagonal = tf.eye(tf.shape(similarities)[0], dtype=tf.bool)
+    false_negative = (same_anchor | same_positive) & ~diagonal
+    return tf.where(false_negative, tf.cast(fill, similarities.dtype), similarities)
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class TripletLoss(keras.losses.Loss):
+    """Triplet margin loss over in-batch negatives: `max(0, cos(a, n) - cos(a, p) + margin)`.
+
+    Why: the positive pairs of a batch supply every anchor's negatives (the other rows'
+    positives), so triplets need no third column. `mining="hard"` takes each anchor's most
+    similar negative (batch-hard, Hermans et al., 2017); `mining="all"` averages over every
+    negative that still violates the margin (batch-all). Rows sharing a text are not
+    negatives of each other.
+
+    Args:
+        margin: How much more similar the positive must be than a negative, in (0, 2].
+        mining: `hard` or `all`.
+        name: The loss's name in logs.
+        **kwargs: `keras.losses.Loss`'s other arguments.
+
+    Raises:
+        TapefitError: a margin outside (0, 2] or an unknown mining.
+
+    Example:
+        >>> import numpy as np
+        >>> pairs = np.array([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0], [0.0, 1.0]]], "float32")
+        >>> ids = np.array([[1, 2], [3, 4]])  # four different texts
+        >>> float(TripletLoss(margin=0.5)(ids, pairs))  # each positive beats its negative by 1
+        0.0
+    """
+
+    label_type: ClassVar[str | None] = None
+    uses_text_ids = True
+
+    def __init__(
+        self, margin: float = 0.5, mining: str = "hard", name: str = "triplet", **kwargs: Any
+    ) -> None:
+        super().__init__(name=name, **kwargs)
+        if not 0.0 < margin <= 2.0:
+            raise TapefitError(f"triplet margin={margin} must lie in (0, 2] (cosine difference)")
+        if mining not in ("hard", "all"):
+            raise TapefitError(f"triplet mining={mining!r} must be hard or all")
+        self.margin, self.mining = float(margin), mining
+
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        anchors, positives = y_pred[:, 0], y_pred[:, 1]
+        similarities = tf.matmul(anchors, positives, transpose_b=True)
+        positive = tf.linalg.diag_part(similarities)
+        negatives = masked_false_negatives(similarities, y_true, -3.0)  # below any cosine
+        negatives = tf.linalg.set_diag(
+            negatives, tf.fill(tf.shape(positive), tf.cast(-3.0, negatives.dtype))
+        )
+        violations = tf.nn.relu(negatives - positive[:, None] + self.margin)
+        if self.mining == "hard":
+            return tf.reduce_max(violations, axis=1)
+        active = tf.cast(violations > 0, violations.dtype)
+        return tf.reduce_sum(violations, axis=1) / tf.maximum(tf.reduce_sum(active, axis=1), 1.0)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "margin": self.margin, "mining": self.mining}
 
 
 def _computing_dtype(tensor: tf.Tensor) -> tf.DType:
@@ -295,6 +386,7 @@ PAIR_LOSSES = {
     "angle": AnglELoss,
     "contrastive": ContrastiveLoss,
     "in_batch_negatives": InBatchNegativesLoss,
+    "triplet": TripletLoss,
 }
 PairLoss = choice_enum("PairLoss", PAIR_LOSSES)
 

@@ -69,10 +69,14 @@ class RetrievalOptions(TypedDict, total=False):
 class PairLossOptions(TypedDict, total=False):
     """`model.loss`: the pair loss and its options (each loss reads only its own)."""
 
-    name: Literal["cosine", "cosine_mse", "cosent", "angle", "contrastive", "in_batch_negatives"]
+    name: Literal[
+        "cosine", "cosine_mse", "cosent", "angle", "contrastive", "in_batch_negatives", "triplet"
+    ]
     target_range: list[float]  # cosine_mse: the cosine range graded labels are mapped onto
-    margin: float  # contrastive: how far apart different pairs are pushed
+    margin: float  # contrastive, triplet: how far apart different pairs are pushed
     scale: float  # cosent, angle, in_batch_negatives: multiplies the similarities
+    symmetric: bool  # in_batch_negatives: also pick each positive's anchor
+    mining: Literal["hard", "all"]  # triplet: the hardest negative, or every violating one
 
 
 @keras.saving.register_keras_serializable(package="tapefit")
@@ -95,7 +99,7 @@ class SiameseModel(TapeModel):
         encoder: `TextEncoder`'s options (`embedding_dim`, `rnn`, `units`, `num_layers`,
             `bidirectional`, `pooling`, `recurrent_dropout`, `mask_padding`, `num_heads`).
         loss: The pair loss `compile_defaults` makes: `name` (cosine, cosine_mse, cosent,
-            angle, contrastive, in_batch_negatives) and its options.
+            angle, contrastive, in_batch_negatives, triplet) and its options.
         label_type: `graded` scores or `binary` 0/1 labels: which losses fit.
         label_range: `[low, high]` of graded labels, which `cosine_mse` rescales.
         retrieval: `enabled` adds retrieval metrics (recall@1/5/10, MRR@10, NDCG@10) on the

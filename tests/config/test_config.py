@@ -122,7 +122,7 @@ def test_wheel_ships_every_config_file_and_module(tmp_path):
         (["experiment=siamese", "model.encoder.rnn=attention"], "must be one of lstm, gru, trans"),
         (["experiment=siamese", "model.encoder.pooling=median"], "must be one of last, mean, max"),
         (["experiment=siamese", "+model.encoder.unit=3"], "did you mean model.encoder.units"),
-        (["experiment=siamese", "model.loss.name=triplet"], "model.loss.name='triplet' must be"),
+        (["experiment=siamese", "model.loss.name=quadruplet"], "model.loss.name='quadruplet' must"),
         (["experiment=siamese", "data.label_type=ordinal"], "must be one of graded, binary"),
         (["experiment=siamese", "data=pairs_file", "data.quoting=some"], "data.quoting='some'"),
         (["experiment=siamese", "data=pairs_file", "data.format=xlsx"], "data.format='xlsx'"),

@@ -10,7 +10,14 @@ import tensorflow as tf
 
 import tapefit
 from tapefit import TapefitError
-from tapefit.models.losses import AnglELoss, CoSENTLoss, angle_similarity, make_pair_loss
+from tapefit.models.losses import (
+    AnglELoss,
+    CoSENTLoss,
+    InBatchNegativesLoss,
+    TripletLoss,
+    angle_similarity,
+    make_pair_loss,
+)
 
 
 def reference_cosine(first, second):
@@ -131,3 +138,85 @@ def test_a_siamese_run_trains_with_a_ranking_loss(compose, tmp_path, name):
     assert np.isfinite(results["test_spearman"])
     model = keras.models.load_model(tmp_path / name / "model.keras")
     assert model.loss.name == name
+
+
+def in_batch(seed, size=10, dim=6):
+    """Positive pairs whose rows 0 and 1 share an anchor text and rows 2 and 3 a positive."""
+    rng = np.random.default_rng(seed)
+    pairs = rng.normal(size=(size, 2, dim))
+    pairs /= np.linalg.norm(pairs, axis=-1, keepdims=True)
+    ids = np.arange(2 * size).reshape(size, 2)
+    ids[1, 0] = ids[0, 0]
+    ids[3, 1] = ids[2, 1]
+    return ids, pairs
+
+
+def negatives_of(ids, i):
+    """Rows j whose positive is a true negative of row i (no shared text)."""
+    return [
+        j for j in range(len(ids)) if j != i and ids[j, 0] != ids[i, 0] and ids[j, 1] != ids[i, 1]
+    ]
+
+
+def reference_triplet(ids, pairs, margin, mining):
+    rows = []
+    for i in range(len(ids)):
+        positive = pairs[i, 0] @ pairs[i, 1]
+        violations = [
+            max(0.0, pairs[i, 0] @ pairs[j, 1] - positive + margin) for j in negatives_of(ids, i)
+        ]
+        active = [v for v in violations if v > 0]
+        rows.append(max(violations) if mining == "hard" else sum(active) / max(len(active), 1))
+    return np.mean(rows)
+
+
+def reference_symmetric_ranking(ids, pairs, scale):
+    def cross_entropy(logits, target):
+        return -(logits[target] - np.log(np.sum(np.exp(logits))))
+
+    forward, backward = [], []
+    for i in range(len(ids)):
+        candidates = [i, *negatives_of(ids, i)]  # the target first
+        forward.append(cross_entropy(scale * pairs[candidates, 1] @ pairs[i, 0], 0))
+        backward.append(cross_entropy(scale * pairs[candidates, 0] @ pairs[i, 1], 0))
+    return (np.mean(forward) + np.mean(backward)) / 2
+
+
+@pytest.mark.parametrize("mining", ["hard", "all"])
+@pytest.mark.parametrize("margin", [0.3, 1.5])
+def test_triplet_equals_its_reference_with_shared_texts_masked(mining, margin):
+    ids, pairs = in_batch(8)
+    expected = reference_triplet(ids, pairs, margin, mining)
+    loss = TripletLoss(margin=margin, mining=mining)
+    assert float(loss.call(ids, pairs).numpy().mean()) == pytest.approx(expected, rel=1e-12)
+    assert float(loss(ids, pairs.astype("float32"))) == pytest.approx(expected, rel=1e-5)
+
+
+def test_symmetric_in_batch_negatives_equals_its_reference():
+    ids, pairs = in_batch(9)
+    loss = InBatchNegativesLoss(scale=5.0, symmetric=True)
+    expected = reference_symmetric_ranking(ids, pairs, 5.0)
+    assert float(loss.call(ids, pairs).numpy().mean()) == pytest.approx(expected, rel=1e-10)
+    one_way = float(InBatchNegativesLoss(scale=5.0)(ids, pairs))
+    assert one_way != pytest.approx(expected, rel=1e-6)  # the backward half counts
+
+
+@pytest.mark.parametrize(
+    "loss", [TripletLoss(margin=1.5, mining="all"), InBatchNegativesLoss(5.0, symmetric=True)]
+)
+def test_triplet_and_symmetric_gradients_equal_finite_differences(loss):
+    ids, pairs = in_batch(10, size=6)
+    check = tapefit.gradcheck(lambda p: tf.reduce_mean(loss.call(ids, p)), pairs, samples=24)
+    assert check.checked == 24 and check.max_relative_error < 1e-6
+
+
+def test_triplet_options_are_checked_and_serialise():
+    with pytest.raises(TapefitError, match=r"triplet mining='easy' must be hard or all"):
+        TripletLoss(mining="easy")
+    with pytest.raises(TapefitError, match=r"triplet margin=3 must lie in \(0, 2\]"):
+        TripletLoss(margin=3)
+    loss = make_pair_loss("triplet", margin=0.2, mining="all", scale=3.0)
+    again = keras.losses.deserialize(keras.losses.serialize(loss))
+    assert (type(again), again.margin, again.mining) == (TripletLoss, 0.2, "all")
+    symmetric = make_pair_loss("in_batch_negatives", symmetric=True)
+    assert keras.losses.deserialize(keras.losses.serialize(symmetric)).symmetric is True
