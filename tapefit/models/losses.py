@@ -102,6 +102,70 @@ class ContrastiveLoss(keras.losses.Loss):
         return {**super().get_config(), "margin": self.margin}
 
 
+def batch_candidates(pair_embeddings: tf.Tensor, text_ids: tf.Tensor, across_replicas: bool):
+    """The rows a batch's in-batch negatives are drawn from: this replica's rows, or, with
+    `across_replicas` under a distribution strategy, every replica's (an all-gather).
+
+    Why: each replica sees only its share of the global batch, so its anchors would meet
+    batch/replicas - 1 negatives; gathering restores the global batch's. The all-gather is
+    differentiable, so the other replicas' positives get their gradients too.
+
+    Args:
+        pair_embeddings: `(batch, 2, dim)`: anchors and positives of this replica's rows.
+        text_ids: `(batch, 2)` text fingerprints of the rows.
+        across_replicas: Gather every replica's rows when more than one is in sync.
+
+    Returns:
+        `(anchors, positives, ids, all_anchors, all_positives, all_ids, targets)`: this
+        replica's rows, the candidate rows, and each row's own index among the candidates.
+
+    Example:
+        >>> import numpy as np
+        >>> ids = np.arange(6).reshape(3, 2)
+        >>> rows = batch_candidates(np.zeros((3, 2, 4), "float32"), ids, across_replicas=True)
+        >>> rows[-1].numpy().tolist()  # one replica: a row is its own candidate
+        [0, 1, 2]
+    """
+    pair_embeddings = tf.convert_to_tensor(pair_embeddings)
+    anchors, positives = pair_embeddings[:, 0], pair_embeddings[:, 1]
+    ids = tf.reshape(tf.convert_to_tensor(text_ids), [-1, 2])
+    context = tf.distribute.get_replica_context()
+    offset = tf.constant(0, tf.int32)
+    all_anchors, all_positives, all_ids = anchors, positives, ids
+    if across_replicas and context is not None and context.num_replicas_in_sync > 1:
+        sizes = context.all_gather(tf.shape(anchors)[:1], axis=0)
+        offset = tf.reduce_sum(sizes[: context.replica_id_in_sync_group])
+        all_anchors = context.all_gather(anchors, axis=0)
+        all_positives = context.all_gather(positives, axis=0)
+        all_ids = context.all_gather(ids, axis=0)
+    targets = offset + tf.range(tf.shape(anchors)[0])
+    return anchors, positives, ids, all_anchors, all_positives, all_ids, targets
+
+
+def false_negatives(ids: tf.Tensor, candidate_ids: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+    """Where candidate j is not a true negative of row i: another row that shares the
+    anchor's or the positive's text (the same question twice is not a negative).
+
+    Args:
+        ids: `(batch, 2)` text fingerprints of the rows.
+        candidate_ids: `(candidates, 2)` text fingerprints of the candidate rows.
+        targets: `(batch,)` each row's own index among the candidates (never masked).
+
+    Returns:
+        `(batch, candidates)` booleans.
+
+    Example:
+        >>> import tensorflow as tf
+        >>> ids = tf.constant([[1, 2], [1, 3]])  # the same anchor text twice
+        >>> false_negatives(ids, ids, tf.range(2)).numpy().tolist()
+        [[False, True], [True, False]]
+    """
+    same_anchor = tf.equal(ids[:, None, 0], candidate_ids[None, :, 0])
+    same_positive = tf.equal(ids[:, None, 1], candidate_ids[None, :, 1])
+    own = tf.equal(targets[:, None], tf.range(tf.shape(candidate_ids)[0])[None, :])
+    return (same_anchor | same_positive) & ~own
+
+
 @keras.saving.register_keras_serializable(package="tapefit")
 class InBatchNegativesLoss(keras.losses.Loss):
     """Multiple-negatives ranking: softmax cross-entropy of each anchor over `scale * cos` with
@@ -109,6 +173,9 @@ class InBatchNegativesLoss(keras.losses.Loss):
 
     `y_true` holds `(anchor_id, positive_id)` text fingerprints per row: a column whose anchor or
     positive text equals the row's is another true positive, not a negative, so it is masked out.
+    `symmetric` adds the reverse direction (each positive picks its anchor);
+    `across_replicas` draws the negatives from the whole global batch under a distribution
+    strategy (see `batch_candidates`).
     """
 
     label_type: ClassVar[str | None] = None
@@ -118,55 +185,39 @@ class InBatchNegativesLoss(keras.losses.Loss):
         self,
         scale: float = 20.0,
         symmetric: bool = False,
+        across_replicas: bool = False,
         name: str = "in_batch_negatives",
         **kwargs: Any,
     ) -> None:
         super().__init__(name=name, **kwargs)
         self.scale = float(scale)
         self.symmetric = bool(symmetric)
+        self.across_replicas = bool(across_replicas)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        anchors, positives = y_pred[:, 0], y_pred[:, 1]
-        similarities = tf.matmul(anchors, positives, transpose_b=True)
-        scores = self.scale * masked_false_negatives(similarities, y_true, -1e9 / self.scale)
-        targets = tf.range(tf.shape(scores)[0])
-        loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=scores)
+        anchors, positives, ids, all_anchors, all_positives, all_ids, targets = batch_candidates(
+            y_pred, y_true, self.across_replicas
+        )
+        masked = false_negatives(ids, all_ids, targets)
+
+        def cross_entropy(queries: tf.Tensor, candidates: tf.Tensor) -> tf.Tensor:
+            scores = self.scale * tf.matmul(queries, candidates, transpose_b=True)
+            scores = tf.where(masked, tf.cast(-1e9, scores.dtype), scores)
+            return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=scores)
+
+        loss = cross_entropy(anchors, all_positives)
         if not self.symmetric:
             return loss
-        # each positive also picks its own anchor among the batch's anchors (the transpose)
-        backward = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=targets, logits=tf.transpose(scores)
-        )
-        return (loss + backward) / 2.0
+        # each positive also picks its own anchor among the batch's anchors
+        return (loss + cross_entropy(positives, all_anchors)) / 2.0
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "scale": self.scale, "symmetric": self.symmetric}
-
-
-def masked_false_negatives(similarities: tf.Tensor, text_ids: tf.Tensor, fill: float) -> tf.Tensor:
-    """`similarities[i, j]` of anchor i and positive j, with `fill` where j is not a true
-    negative of i: another row whose anchor or positive text equals row i's.
-
-    Args:
-        similarities: `(batch, batch)` anchor-by-positive similarities.
-        text_ids: `(batch, 2)` text fingerprints (anchor, positive) per row.
-        fill: The value masked entries take.
-
-    Returns:
-        The similarities, masked off the diagonal.
-
-    Example:
-        >>> import tensorflow as tf
-        >>> ids = tf.constant([[1, 2], [1, 3]])  # the same anchor text twice
-        >>> masked_false_negatives(tf.ones((2, 2)), ids, -9.0).numpy().tolist()
-        [[1.0, -9.0], [-9.0, 1.0]]
-    """
-    ids = tf.reshape(text_ids, [-1, 2])
-    same_anchor = tf.equal(ids[:, None, 0], ids[None, :, 0])
-    same_positive = tf.equal(ids[:, None, 1], ids[None, :, 1])
-    diagonal = tf.eye(tf.shape(similarities)[0], dtype=tf.bool)
-    false_negative = (same_anchor | same_positive) & ~diagonal
-    return tf.where(false_negative, tf.cast(fill, similarities.dtype), similarities)
+        return {
+            **super().get_config(),
+            "scale": self.scale,
+            "symmetric": self.symmetric,
+            "across_replicas": self.across_replicas,
+        }
 
 
 @keras.saving.register_keras_serializable(package="tapefit")
@@ -177,11 +228,13 @@ class TripletLoss(keras.losses.Loss):
     positives), so triplets need no third column. `mining="hard"` takes each anchor's most
     similar negative (batch-hard, Hermans et al., 2017); `mining="all"` averages over every
     negative that still violates the margin (batch-all). Rows sharing a text are not
-    negatives of each other.
+    negatives of each other. `across_replicas` draws the negatives from the whole global
+    batch under a distribution strategy.
 
     Args:
         margin: How much more similar the positive must be than a negative, in (0, 2].
         mining: `hard` or `all`.
+        across_replicas: Gather every replica's rows as candidates (`batch_candidates`).
         name: The loss's name in logs.
         **kwargs: `keras.losses.Loss`'s other arguments.
 
@@ -200,7 +253,12 @@ class TripletLoss(keras.losses.Loss):
     uses_text_ids = True
 
     def __init__(
-        self, margin: float = 0.5, mining: str = "hard", name: str = "triplet", **kwargs: Any
+        self,
+        margin: float = 0.5,
+        mining: str = "hard",
+        across_replicas: bool = False,
+        name: str = "triplet",
+        **kwargs: Any,
     ) -> None:
         super().__init__(name=name, **kwargs)
         if not 0.0 < margin <= 2.0:
@@ -208,15 +266,17 @@ class TripletLoss(keras.losses.Loss):
         if mining not in ("hard", "all"):
             raise TapefitError(f"triplet mining={mining!r} must be hard or all")
         self.margin, self.mining = float(margin), mining
+        self.across_replicas = bool(across_replicas)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        anchors, positives = y_pred[:, 0], y_pred[:, 1]
-        similarities = tf.matmul(anchors, positives, transpose_b=True)
-        positive = tf.linalg.diag_part(similarities)
-        negatives = masked_false_negatives(similarities, y_true, -3.0)  # below any cosine
-        negatives = tf.linalg.set_diag(
-            negatives, tf.fill(tf.shape(positive), tf.cast(-3.0, negatives.dtype))
+        anchors, positives, ids, _, all_positives, all_ids, targets = batch_candidates(
+            y_pred, y_true, self.across_replicas
         )
+        similarities = tf.matmul(anchors, all_positives, transpose_b=True)
+        positive = tf.reduce_sum(anchors * positives, axis=-1)
+        own = tf.equal(targets[:, None], tf.range(tf.shape(all_ids)[0])[None, :])
+        not_negative = false_negatives(ids, all_ids, targets) | own
+        negatives = tf.where(not_negative, tf.cast(-3.0, similarities.dtype), similarities)
         violations = tf.nn.relu(negatives - positive[:, None] + self.margin)
         if self.mining == "hard":
             return tf.reduce_max(violations, axis=1)
@@ -224,7 +284,12 @@ class TripletLoss(keras.losses.Loss):
         return tf.reduce_sum(violations, axis=1) / tf.maximum(tf.reduce_sum(active, axis=1), 1.0)
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "margin": self.margin, "mining": self.mining}
+        return {
+            **super().get_config(),
+            "margin": self.margin,
+            "mining": self.mining,
+            "across_replicas": self.across_replicas,
+        }
 
 
 def _computing_dtype(tensor: tf.Tensor) -> tf.DType:

@@ -77,6 +77,7 @@ class PairLossOptions(TypedDict, total=False):
     scale: float  # cosent, angle, in_batch_negatives: multiplies the similarities
     symmetric: bool  # in_batch_negatives: also pick each positive's anchor
     mining: Literal["hard", "all"]  # triplet: the hardest negative, or every violating one
+    across_replicas: bool  # in_batch_negatives, triplet: gather negatives from every replica
 
 
 @keras.saving.register_keras_serializable(package="tapefit")
