@@ -198,6 +198,7 @@ class TextEncoder(layers.Layer):
         recurrent_dropout: The RNNs' recurrent dropout rate; the Transformer's dropout.
         mask_padding: Mask id 0, so padding does not reach the RNN or attention.
         num_heads: A Transformer block's attention heads (`embedding_dim` must divide by it).
+        train_embeddings: False keeps the token embeddings fixed (frozen pretrained vectors).
         **kwargs: `keras.layers.Layer`'s keyword arguments (`name`, `dtype`, ...).
 
     Raises:
@@ -224,6 +225,7 @@ class TextEncoder(layers.Layer):
         recurrent_dropout: float = 0.1,
         mask_padding: bool = True,
         num_heads: int = 4,
+        train_embeddings: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -250,8 +252,10 @@ class TextEncoder(layers.Layer):
             "recurrent_dropout": float(recurrent_dropout),
             "mask_padding": bool(mask_padding),
             "num_heads": int(num_heads),
+            "train_embeddings": bool(train_embeddings),
         }
         self.embedding = layers.Embedding(vocab_size, embedding_dim, mask_zero=mask_padding)
+        self.embedding.trainable = bool(train_embeddings)
         self.recurrent = []
         self.blocks = [
             TransformerBlock(embedding_dim, num_heads, units, recurrent_dropout, name=f"block_{i}")

@@ -7,6 +7,7 @@ pair losses that see both embeddings inside the tape, and `encode`/`similarity` 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypedDict
@@ -24,7 +25,10 @@ from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss, p
 from tapefit.models.metrics import SplitMetrics, pair_metrics, threshold_report
 from tapefit.models.plots import plot_similarity
 from tapefit.models.retrieval import RetrievalMetrics, RetrievalTask, evaluate_task, pair_task
+from tapefit.models.word_vectors import match_vocabulary
 from tapefit.step.tape_model import StepOutput, TapeModel
+
+log = logging.getLogger("tapefit")
 
 FINGERPRINT_BUCKETS = 2**24  # exact in float32, which Keras losses cast labels to
 
@@ -57,6 +61,8 @@ class EncoderOptions(TypedDict, total=False):
     recurrent_dropout: float
     mask_padding: bool
     num_heads: int
+    train_embeddings: bool
+    vectors: str | None  # a GloVe/word2vec text file whose vectors start the embedding
 
 
 class RetrievalOptions(TypedDict, total=False):
@@ -153,6 +159,9 @@ class SiameseModel(TapeModel):
         self.vocabulary = list(vocabulary) if vocabulary is not None else None
         self.sequence_length = int(sequence_length)
         self.encoder_settings = dict(encoder or {})
+        # read once, here; the vectors then live in the weights and the saved config leaves
+        # the path out, so a .keras file reloads without the file
+        vectors = self.encoder_settings.pop("vectors", None)
         self.loss_settings = dict(loss or {})
         self.label_type = str(label_type)
         self.label_range = [float(v) for v in label_range]
@@ -167,7 +176,39 @@ class SiameseModel(TapeModel):
         self.vocab_size = int(vocab_size)
         self.encoder = TextEncoder(self.vocab_size, **self.encoder_settings, name="encoder")
         self.encoder.build((None, self.sequence_length))
+        if vectors:
+            self.start_from_vectors(vectors)
         self.built = True
+
+    def start_from_vectors(self, path: str) -> None:
+        """Put pretrained word vectors into the encoder's embedding for the vocabulary's words.
+
+        The share of the vocabulary the file had is logged; the other words keep their
+        random start (`tapefit.models.word_vectors`).
+
+        Args:
+            path: A GloVe or word2vec text file, vectors `embedding_dim` wide.
+
+        Raises:
+            TapefitError: the model takes token ids (no vocabulary to look words up by), or
+                the file is missing or of another width.
+        """
+        if self.vectorizer is None:
+            raise TapefitError(
+                "model.encoder.vectors needs string inputs (a vocabulary to look words up by); "
+                "this model takes token ids"
+            )
+        embeddings = self.encoder.embedding.embeddings
+        match = match_vocabulary(path, self.vectorizer.get_vocabulary(), embeddings.numpy())
+        embeddings.assign(match.matrix)
+        log.info(
+            "word vectors: %d of %d vocabulary words found in %s (%.1f%%); the others keep "
+            "their random start",
+            match.found,
+            match.words,
+            path,
+            100 * match.share,
+        )
 
     @classmethod
     def from_texts(
