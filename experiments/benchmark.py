@@ -116,8 +116,9 @@ class BuiltinSiamese(keras.Model):
         return tf.stack([self.twin.embed(texts_a, training), self.twin.embed(texts_b, training)], 1)
 
 
-def siamese_workload(batch_size: int, samples: int = 4096) -> Workload:
-    """Synthetic text pairs for the tutorial's Embedding + LSTM Siamese model."""
+def siamese_workload(batch_size: int, samples: int = 4096, encoder: dict | None = None) -> Workload:
+    """Synthetic text pairs for the tutorial's Embedding + LSTM Siamese model (or the encoder
+    `encoder` describes)."""
     texts_a, texts_b, labels = PairGenerator(seed=0).pairs(samples)
     texts_a, texts_b = texts_a.astype(str), texts_b.astype(str)
     dataset = make_pipeline(
@@ -127,7 +128,7 @@ def siamese_workload(batch_size: int, samples: int = 4096) -> Workload:
 
     def build(model_class: type) -> keras.Model:
         keras.utils.set_random_seed(0)
-        twin = SiameseModel.from_texts(texts, sequence_length=16)
+        twin = SiameseModel.from_texts(texts, sequence_length=16, encoder=encoder)
         return twin if model_class is TapeModel else BuiltinSiamese(twin)
 
     return Workload("siamese", dataset, build, CosineMSELoss())
@@ -316,6 +317,77 @@ def update_costs(args: argparse.Namespace, updates: int = 200) -> dict[str, floa
     return {name: 1e3 * statistics.median(times) for name, times in timings.items()}
 
 
+ENCODERS = {  # the Siamese encoders measured side by side (`--encoders`)
+    "lstm": {},  # the tutorial's: Embedding(100) + LSTM(64), last state
+    "bilstm_max": {"bidirectional": True, "pooling": "max"},
+    "transformer": {
+        "rnn": "transformer", "embedding_dim": 64, "units": 128, "num_layers": 2,
+        "num_heads": 4, "pooling": "mean",
+    },
+    "bag": {"rnn": "none", "pooling": "mean"},
+}  # fmt: skip
+
+
+def encoders(args: argparse.Namespace) -> dict[str, dict]:
+    """Training step time of each Siamese encoder through tapefit's step (windows
+    interleaved), and the time to encode `--retrieval-size` texts with each, in this
+    process."""
+    works = {
+        name: siamese_workload(args.batch_size, encoder=dict(e)) for name, e in ENCODERS.items()
+    }
+    runners = {name: Runner("tapefit", work, args) for name, work in works.items()}
+    results = measure(next(iter(works.values())), args, runners)
+    texts = [f"{a} {b}" for a, b in zip(*PairGenerator(seed=1).pairs(5000)[:2], strict=True)]
+    texts = (texts * (1 + args.retrieval_size // len(texts)))[: args.retrieval_size]
+    for name, runner in runners.items():
+        runner.model.encode(texts[:512])  # trace
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            runner.model.encode(texts, batch_size=256)
+            times.append(time.perf_counter() - start)
+        results[name]["encode_s"] = statistics.median(times)
+        results[name]["pairs_per_s"] = args.batch_size / (results[name]["median_ms"] / 1e3)
+    return results
+
+
+def retrieval_time(corpus: int = 10_000, queries: int = 10_000, dim: int = 64) -> float:
+    """Seconds to score `queries` x `corpus` retrieval (recall@k, MRR, NDCG) on normalised
+    random vectors, median of 3: the evaluator's ranking cost without the encoder's."""
+    from tapefit.models.retrieval import retrieval_metrics
+
+    rng = np.random.default_rng(0)
+    corpus_vectors = rng.normal(size=(corpus, dim)).astype("float32")
+    corpus_vectors /= np.linalg.norm(corpus_vectors, axis=1, keepdims=True)
+    query_vectors = corpus_vectors[:queries] + 0.1 * rng.normal(size=(queries, dim))
+    relevant = [frozenset({i}) for i in range(queries)]
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        retrieval_metrics(query_vectors, corpus_vectors, relevant)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def encoder_table(results: dict[str, dict], retrieval_s: float | None, size: int = 10_000) -> str:
+    """The encoders' step times, pairs per second and encoding times, against the LSTM."""
+    base = results["lstm"]["median_ms"]
+    lines = [
+        "\nsiamese encoders (tapefit step)",
+        f"{'encoder':<12} {'ms/step':>9} {'vs lstm':>8} {'pairs/s':>9} {f'encode {size:,} s':>15}",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"{name:<12} {r['median_ms']:>9.2f} {r['median_ms'] / base:>8.2f} "
+            f"{r['pairs_per_s']:>9.0f} {r['encode_s']:>15.2f}"
+        )
+    if retrieval_s is not None:
+        lines.append(
+            f"retrieval {size:,} x {size:,} (recall@1/5/10, MRR@10, NDCG@10): {retrieval_s:.2f} s"
+        )
+    return "\n".join(lines)
+
+
 def paired_ratio(results: dict[str, dict], name: str, base: str = "constant") -> float:
     """The median over rounds of `name`'s round median divided by `base`'s in the same round.
 
@@ -446,6 +518,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--epoch-repeats", type=positive_int, default=3)
     parser.add_argument("--json", type=Path, help="write the results here as JSON")
     parser.add_argument(
+        "--encoders", action="store_true",
+        help="also time the Siamese encoders (LSTM, BiLSTM-max, Transformer, bag) and retrieval",
+    )  # fmt: skip
+    parser.add_argument(
+        "--retrieval-size", type=positive_int, default=10_000,
+        help="--encoders: texts encoded, and queries and corpus texts of the timed retrieval",
+    )  # fmt: skip
+    parser.add_argument(
         "--recipes", action="store_true",
         help="also time a cosine schedule and weight EMA against a constant learning rate",
     )  # fmt: skip
@@ -482,6 +562,11 @@ def main(argv: list[str] | None = None) -> dict:
         report["recipe_updates_ms"] = update_costs(args)
         step_ms = report["recipes"]["constant"]["median_ms"]
         print(update_table(report["recipe_updates_ms"], step_ms), flush=True)
+    if args.encoders:
+        report["encoders"] = encoders(args)
+        size = args.retrieval_size
+        report["retrieval_s"] = retrieval_time(size, size)
+        print(encoder_table(report["encoders"], report["retrieval_s"], size), flush=True)
     if args.full_epoch:
         report["full_epoch"] = full_epoch(args)
         print(f"\n{args.epoch_samples:,}-sample CNN epoch, seconds, median of "

@@ -32,8 +32,11 @@ def test_custom_step_example_learns_and_logs(tmp_path):
     assert len(scalar_tags(tmp_path / "train")["epoch_loss"]) == 20
 
 
-def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys):
+def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys, monkeypatch):
     benchmark = load("benchmark")
+    # two of the encoders (the table's LSTM baseline and the cheap bag): the path, not the sizes
+    encoders = {name: benchmark.ENCODERS[name] for name in ("lstm", "bag")}
+    monkeypatch.setattr(benchmark, "ENCODERS", encoders)
     report = benchmark.main(
         [
             "--models",  # the CNN runs in the full-epoch part below
@@ -53,6 +56,9 @@ def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys):
             "--epoch-repeats",
             "2",
             "--recipes",
+            "--encoders",
+            "--retrieval-size",
+            "200",
             "--json",
             str(tmp_path / "b.json"),
         ]
@@ -61,6 +67,11 @@ def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys):
     assert set(report["recipes"]) == {"constant", "cosine", "ema", "cosine+ema"}
     assert all(r["windows"] == 3 and r["median_ms"] > 0 for r in report["recipes"].values())
     assert "target: every recipe / constant <= 1.02, paired (worst " in out
+    assert set(report["encoders"]) == {"lstm", "bag"}
+    for encoder in report["encoders"].values():
+        assert encoder["pairs_per_s"] == pytest.approx(64 / (encoder["median_ms"] / 1e3))
+        assert encoder["encode_s"] > 0
+    assert report["retrieval_s"] > 0 and "retrieval 200 x 200 (recall@1/5/10" in out
     ema, constant = report["recipes"]["ema"], report["recipes"]["constant"]
     assert len(ema["round_median_ms"]) == 2  # rounds of 2 windows then 1
     rounds = zip(ema["round_median_ms"], constant["round_median_ms"], strict=True)

@@ -12,7 +12,10 @@ import tapefit
 from tapefit import TapefitError
 from tapefit.models.losses import (
     AnglELoss,
+    ContrastiveLoss,
     CoSENTLoss,
+    CosineLoss,
+    CosineMSELoss,
     InBatchNegativesLoss,
     TripletLoss,
     angle_similarity,
@@ -268,3 +271,20 @@ def test_negatives_gathered_across_replicas_equal_one_device(mirrored_strategy, 
     # without gathering each replica sees only its half's negatives: another loss
     alone, _ = replicated_loss_and_gradient(mirrored_strategy, make(False), ids, pairs)
     assert abs(alone - float(expected)) > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("loss", "labels"),
+    [
+        (CosineLoss(), "graded"),
+        (CosineMSELoss(), "graded"),
+        (ContrastiveLoss(margin=1.5), "binary"),  # 1.5: every negative pair inside the margin
+        (InBatchNegativesLoss(scale=5.0), "ids"),
+    ],
+    ids=["cosine", "cosine_mse", "contrastive", "in_batch_negatives"],
+)
+def test_the_tutorial_losses_gradients_equal_finite_differences(loss, labels):
+    graded, pairs = batch(11, size=8, dim=6)
+    y_true = {"graded": graded, "binary": (graded > 2).astype("float64"), "ids": in_batch(11, 8)[0]}
+    check = tapefit.gradcheck(lambda p: tf.reduce_mean(loss.call(y_true[labels], p)), pairs)
+    assert check.checked == 8 and check.max_relative_error < 1e-6
