@@ -211,3 +211,24 @@ class TensorBoardServer:
             request,
         )
         return experiment, groups["sessionGroups"]
+
+
+def write_pairs_tsv(path, texts_a, texts_b, labels):
+    """A pair file in the `left`, `right`, `score` columns `pair_file_overrides` names."""
+    lines = ["left\tright\tscore"] + [
+        f"{a}\t{b}\t{y:.3f}" for a, b, y in zip(texts_a, texts_b, labels, strict=True)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def pair_file_overrides(folder) -> list[str]:
+    """The Siamese experiment on `folder`'s train.tsv and test.tsv (`write_pairs_tsv`)."""
+    return [
+        "experiment=siamese",
+        "data=pairs_file",
+        f"data.train_path={folder / 'train.tsv'}",
+        f"data.test_path={folder / 'test.tsv'}",
+        "data.text1_column=left",
+        "data.text2_column=right",
+        "data.label_column=score",
+    ]

@@ -10,7 +10,7 @@ from tapefit import TapefitError
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.models.retrieval import RetrievalTask, pair_task, retrieval_metrics
 from tapefit.training.direction import metric_direction
-from tests.helpers import run_cli
+from tests.helpers import pair_file_overrides, run_cli, write_pairs_tsv
 
 
 def reference_metrics(queries, corpus, relevant):
@@ -84,18 +84,10 @@ def test_bad_relevance_is_one_line():
 def test_retrieval_of_a_pair_file_from_the_cli_reaches_metrics_json_and_history(tmp_path):
     generator = PairGenerator(seed=11)
     for name, count in (("train", 1500), ("test", 300)):
-        texts_a, texts_b, labels = generator.pairs(count)
-        rows = [f"{a}\t{b}\t{y:.3f}" for a, b, y in zip(texts_a, texts_b, labels, strict=True)]
-        (tmp_path / f"{name}.tsv").write_text("\n".join(["left\tright\tscore", *rows]) + "\n")
+        write_pairs_tsv(tmp_path / f"{name}.tsv", *generator.pairs(count))
     run_dir = tmp_path / "run"
     result = run_cli(
-        "experiment=siamese",
-        "data=pairs_file",
-        f"data.train_path={tmp_path / 'train.tsv'}",
-        f"data.test_path={tmp_path / 'test.tsv'}",
-        "data.text1_column=left",
-        "data.text2_column=right",
-        "data.label_column=score",
+        *pair_file_overrides(tmp_path),
         "model.retrieval.enabled=true",
         "model.retrieval.positive_label=3.5",
         "objective=val_ndcg_at_10",

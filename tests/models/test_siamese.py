@@ -12,7 +12,7 @@ from tapefit import SiameseModel, TapefitError
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.models.losses import CosineLoss, CosineMSELoss, InBatchNegativesLoss
 from tapefit.runner.train import run
-from tests.helpers import run_cli, scalar_tags
+from tests.helpers import pair_file_overrides, run_cli, scalar_tags, write_pairs_tsv
 
 
 @pytest.fixture(scope="module")
@@ -159,27 +159,14 @@ def test_binary_labels_with_contrastive_report_auc(compose, tmp_path):
     assert metrics["test_accuracy_at_val_threshold"] > 0.7 and -1 <= metrics["threshold_f1"] <= 1
 
 
-def write_pairs_csv(path, texts_a, texts_b, labels):
-    lines = ["left\tright\tscore"] + [
-        f"{a}\t{b}\t{y:.3f}" for a, b, y in zip(texts_a, texts_b, labels, strict=True)
-    ]
-    path.write_text("\n".join(lines) + "\n")
-
-
 @pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_user_pair_files_train_and_report_spearman(compose, tmp_path):
     generator = PairGenerator(seed=5)
-    write_pairs_csv(tmp_path / "train.tsv", *generator.pairs(3000))
-    write_pairs_csv(tmp_path / "test.tsv", *generator.pairs(300))
+    write_pairs_tsv(tmp_path / "train.tsv", *generator.pairs(3000))
+    write_pairs_tsv(tmp_path / "test.tsv", *generator.pairs(300))
     cfg = compose(
         [
-            "experiment=siamese",
-            "data=pairs_file",
-            f"data.train_path={tmp_path / 'train.tsv'}",
-            f"data.test_path={tmp_path / 'test.tsv'}",
-            "data.text1_column=left",
-            "data.text2_column=right",
-            "data.label_column=score",
+            *pair_file_overrides(tmp_path),
             "trainer.epochs=4",
             "trainer.verbose=0",
             "callbacks.early_stopping.enabled=true",
