@@ -199,6 +199,8 @@ class TextEncoder(layers.Layer):
         mask_padding: Mask id 0, so padding does not reach the RNN or attention.
         num_heads: A Transformer block's attention heads (`embedding_dim` must divide by it).
         train_embeddings: False keeps the token embeddings fixed (frozen pretrained vectors).
+        projection: A linear layer of this width after the pooling (a projection head, as in
+            SimCSE and sentence-transformers' `Dense` module); None: the pooled vector.
         **kwargs: `keras.layers.Layer`'s keyword arguments (`name`, `dtype`, ...).
 
     Raises:
@@ -226,6 +228,7 @@ class TextEncoder(layers.Layer):
         mask_padding: bool = True,
         num_heads: int = 4,
         train_embeddings: bool = True,
+        projection: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -253,6 +256,7 @@ class TextEncoder(layers.Layer):
             "mask_padding": bool(mask_padding),
             "num_heads": int(num_heads),
             "train_embeddings": bool(train_embeddings),
+            "projection": int(projection) if projection else None,
         }
         self.embedding = layers.Embedding(vocab_size, embedding_dim, mask_zero=mask_padding)
         self.embedding.trainable = bool(train_embeddings)
@@ -270,12 +274,18 @@ class TextEncoder(layers.Layer):
             )
             self.recurrent.append(layers.Bidirectional(cell) if bidirectional else cell)
         self.mean = layers.GlobalAveragePooling1D() if pooling == "mean" else None
+        self.projection = layers.Dense(projection, name="projection") if projection else None
 
     @property
     def output_dim(self) -> int:
-        """Size of the text vector: `units` (doubled when bidirectional), or `embedding_dim`.
+        """Size of the text vector: `projection` when set, else `state_dim`."""
+        return self.settings["projection"] or self.state_dim
 
-        Without an RNN (`rnn="none"`) the pooled token embeddings are the text vector.
+    @property
+    def state_dim(self) -> int:
+        """Size of a token's state: `units` (doubled when bidirectional), or `embedding_dim`.
+
+        Without an RNN (`rnn="none"` or `"transformer"`) the states keep the embedding's width.
         """
         if self.settings["rnn"] in ("none", "transformer"):
             return self.settings["embedding_dim"]
@@ -293,7 +303,9 @@ class TextEncoder(layers.Layer):
             block.build(shape)
         for rnn in self.recurrent:
             rnn.build(shape)
-            shape = (*input_shape, self.output_dim)
+            shape = (*input_shape, self.state_dim)
+        if self.projection is not None:
+            self.projection.build((input_shape[0], self.state_dim))
         self.built = True
 
     def call(self, tokens: Any, training: bool | None = None) -> Any:
@@ -317,10 +329,10 @@ class TextEncoder(layers.Layer):
         for rnn in self.recurrent:
             hidden = rnn(hidden, mask=mask, training=training)
         if self.mean is not None:
-            return self.mean(hidden, mask=mask)
-        if self.settings["pooling"] != "last":
-            return pool_states(hidden, mask, self.settings["pooling"])
-        return hidden
+            hidden = self.mean(hidden, mask=mask)
+        elif self.settings["pooling"] != "last":
+            hidden = pool_states(hidden, mask, self.settings["pooling"])
+        return hidden if self.projection is None else self.projection(hidden)
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         """The shape `call` returns, without running it.

@@ -62,6 +62,7 @@ class EncoderOptions(TypedDict, total=False):
     mask_padding: bool
     num_heads: int
     train_embeddings: bool
+    projection: int | None  # a linear projection head of this width after the pooling
     vectors: str | None  # a GloVe/word2vec text file whose vectors start the embedding
 
 
@@ -105,8 +106,9 @@ class SiameseModel(TapeModel):
         sequence_length: Tokens per text after vectorisation (padded or cut).
         encoder: `TextEncoder`'s options (`embedding_dim`, `rnn`, `units`, `num_layers`,
             `bidirectional`, `pooling`, `recurrent_dropout`, `mask_padding`, `num_heads`,
-            `train_embeddings`), and `vectors`: a GloVe or word2vec text file read once to
-            start the embedding (`start_from_vectors`), left out of the saved config.
+            `train_embeddings`, `projection`), and `vectors`: a GloVe or word2vec text file
+            read once to start the embedding (`start_from_vectors`), left out of the saved
+            config.
         loss: The pair loss `compile_defaults` makes: `name` (cosine, cosine_mse, cosent,
             angle, contrastive, in_batch_negatives, triplet) and its options.
         label_type: `graded` scores or `binary` 0/1 labels: which losses fit.
@@ -265,6 +267,11 @@ class SiameseModel(TapeModel):
         for key in ("embedding_dim", "units", "num_layers"):
             if key in encoder and encoder[key] < 1:
                 raise TapefitError(f"model.encoder.{key}={encoder[key]} must be at least 1")
+        projection = encoder.get("projection")
+        if projection is not None and projection < 1:
+            raise TapefitError(
+                f"model.encoder.projection={projection} must be null (no head) or at least 1"
+            )
         dropout = encoder.get("recurrent_dropout", 0.0)
         if not 0.0 <= dropout < 1.0:
             raise TapefitError(f"model.encoder.recurrent_dropout={dropout} must lie in [0, 1)")

@@ -85,6 +85,7 @@ def test_last_pooling_without_an_rnn_is_refused_naming_the_choices():
         {"rnn": "none", "pooling": "mean_sqrt_len", "embedding_dim": 8},
         {"units": 4, "embedding_dim": 8, "pooling": "max", "bidirectional": True},
         {"rnn": "transformer", "embedding_dim": 8, "units": 16, "num_heads": 2, "pooling": "mean"},
+        {"units": 4, "embedding_dim": 8, "num_layers": 2, "projection": 6},
     ],
 )
 def test_new_encoders_reach_every_variable_and_reload(encoder, tmp_path):
@@ -98,3 +99,12 @@ def test_new_encoders_reach_every_variable_and_reload(encoder, tmp_path):
     model.save(tmp_path / "m.keras")
     again = keras.models.load_model(tmp_path / "m.keras")
     np.testing.assert_array_equal(again.encode(texts), model.encode(texts))
+
+
+def test_a_projection_head_sets_the_vector_width_and_is_checked():
+    encoder = TextEncoder(vocab_size=12, embedding_dim=8, units=5, num_layers=2, projection=3)
+    assert (encoder.state_dim, encoder.output_dim) == (5, 3)
+    assert tuple(encoder(TOKENS).shape) == (3, 3)
+    assert "projection" in [v.path.split("/")[-2] for v in encoder.trainable_variables]
+    with pytest.raises(TapefitError, match=r"model.encoder.projection=0 must be null"):
+        SiameseModel(vocab_size=12, encoder={"projection": 0})
