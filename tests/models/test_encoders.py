@@ -79,6 +79,7 @@ def test_last_pooling_without_an_rnn_is_refused_naming_the_choices():
         TextEncoder(vocab_size=12, pooling="median")
 
 
+@pytest.mark.slow  # trains, saves and reloads each encoder: make test-fast leaves it out
 @pytest.mark.parametrize(
     "encoder",
     [
