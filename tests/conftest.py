@@ -55,6 +55,7 @@ SLOW_MODULES = {
     "test_monitoring",
     "test_optuna_search",
     "test_pair_stream",
+    "test_processes",
     "test_readme",
     "test_resume",
     "test_resume_matrix",

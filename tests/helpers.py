@@ -8,13 +8,15 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from tests import processes
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run `python -m tapefit ARGS` in a fresh process, bounded in time."""
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "tapefit", *args],
         cwd=REPO,
         env=env,
@@ -78,7 +80,7 @@ def run_cli_batch(
     pairs = [item if isinstance(item, tuple) else ("tapefit", item) for item in invocations]
     with tempfile.TemporaryDirectory() as scratch:
         results = Path(scratch) / "results.jsonl"
-        child = subprocess.run(
+        child = processes.run(
             [sys.executable, "-c", _BATCH_CHILD, str(results), json.dumps(pairs)],
             cwd=cwd,
             env=env,

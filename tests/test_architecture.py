@@ -12,6 +12,7 @@ import pytest
 
 import tapefit
 from tapefit.runner.validation import check_config
+from tests import processes
 
 PACKAGE = Path(tapefit.__file__).resolve().parent
 
@@ -240,7 +241,7 @@ def test_a_third_model_plugs_in_with_its_module_and_yaml_only(tmp_path):
 
     def cli(*overrides):
         command = [sys.executable, "-m", "tapefit", "--config-dir", "conf", "model=regressor"]
-        return subprocess.run(
+        return processes.run(
             [*command, "data=linear", "trainer.verbose=0", *overrides],
             cwd=tmp_path,
             env=env,

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from tests import processes
 from tests.helpers import load_experiment as load
 from tests.helpers import scalar_tags
 
@@ -133,12 +134,11 @@ def test_benchmark_rejects_bad_options_in_one_line(argv, message, capsys):
 
 
 def test_wgan_gp_script_runs_from_the_command_line(tmp_path):
-    import subprocess
     import sys
 
     from tests.helpers import REPO
 
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, str(REPO / "experiments" / "wgan_gp.py"), str(tmp_path), "1"],
         capture_output=True,
         text=True,

@@ -9,7 +9,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import keras
 import numpy as np
 import pytest
 
+from tests import processes
 from tests.helpers import REPO, run_cli_batch, scalar_tags
 
 SECTION = (REPO / "docs" / "tutorials" / "your-own-model.md").read_text()
@@ -73,7 +73,7 @@ def cli(project: Path, words: list[str], *extra: str, env=None, timeout=300):
     """Run a command in the project's folder (tapefit importable, the project from the cwd)."""
     environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
     environment.update(env or {})
-    return subprocess.run(
+    return processes.run(
         [*words, *extra],
         cwd=project,
         env=environment,

@@ -5,7 +5,6 @@ run, and a typo in the optimizer's options."""
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from tapefit.errors import TapefitError
+from tests import processes
 from tests.helpers import run_cli_batch
 
 MODULE = textwrap.dedent(
@@ -109,7 +109,7 @@ def tapefit_cli(project: Path, *args: str, shell_command: str | None = None):
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"  # `python`
     words = [sys.executable, "-m", "tapefit", "--config-dir", "conf", "experiment=autoencoder"]
-    return subprocess.run(
+    return processes.run(
         ["bash", "-c", shell_command] if shell_command else [*words, *args],
         cwd=project,
         env=env,

@@ -5,7 +5,6 @@ arguments it passes on to the parent, and the model brings its own loss and metr
 import importlib
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -14,6 +13,7 @@ import pytest
 
 from tapefit.config.targets import accepted_arguments
 from tapefit.models import Classifier
+from tests import processes
 
 MODELS = textwrap.dedent(
     '''
@@ -75,7 +75,7 @@ def project(tmp_path_factory):
 
 def cli(project, *args):
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "tapefit", "--config-dir", "conf", *args],
         cwd=project,
         env=env,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import processes
 from tests.helpers import run_cli
 
 # Loads export/ in a fresh interpreter that never imports tapefit, calls each endpoint named in
@@ -182,7 +183,7 @@ def test_a_failed_export_is_one_line_and_leaves_no_export(tmp_path):
     (tmp_path / "conf" / "experiment" / "no_call.yaml").write_text(NO_CALL_EXPERIMENT)
     run_dir = tmp_path / "run"
     overrides = ["experiment=no_call", "trainer.export=true", f"hydra.run.dir={run_dir}"]
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, "-m", "tapefit", "--config-dir", "conf", *overrides],
         cwd=tmp_path,
         env=dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2"),

@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 
+from tests import processes
 from tests.helpers import REPO, scalar_tags
 
 OVERRIDES = [
@@ -57,7 +58,7 @@ except tapefit.TapefitError as error:
 
 def drive(run_dir, at="none", *extra, timeout=240, overrides=OVERRIDES):
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-c", DRIVER, str(run_dir), at, *overrides, *extra],
         cwd=REPO,
         env=env,
@@ -267,7 +268,7 @@ def test_sigusr1_in_a_slurm_job_checkpoints_mid_epoch_requeues_and_the_requeued_
         "+callbacks.extra.preempt.step=15",
     ]
     kwargs = {"cwd": tmp_path, "capture_output": True, "text": True, "timeout": 240}
-    first = subprocess.run(command, env=env, **kwargs)
+    first = processes.run(command, env=env, **kwargs)
     assert first.returncode == 138, first.stderr[-2000:]
     assert "interrupted by SIGUSR1 after the current step" in first.stderr
     run_dir = tmp_path / "outputs" / "classifier" / "slurm-4242"
@@ -275,7 +276,7 @@ def test_sigusr1_in_a_slurm_job_checkpoints_mid_epoch_requeues_and_the_requeued_
     assert (scontrol.parent / "calls").read_text() == "requeue 4242\n"
     markers = sorted(p.name for p in (run_dir / "resume").glob("*.json"))
     assert markers == ["epoch-0001-step-00005.json", "epoch-0001.json"]
-    requeued = subprocess.run(command, env={**env, "SLURM_RESTART_COUNT": "1"}, **kwargs)
+    requeued = processes.run(command, env={**env, "SLURM_RESTART_COUNT": "1"}, **kwargs)
     assert requeued.returncode == 0, requeued.stderr[-2000:]
     log = (run_dir / "tapefit.log").read_text()
     assert "requeued SLURM job 4242: its next start resumes from this checkpoint" in log
@@ -291,7 +292,7 @@ def test_sigusr1_in_a_slurm_job_checkpoints_mid_epoch_requeues_and_the_requeued_
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_sigterm_and_sigint_stop_after_the_step_with_status_interrupted(tmp_path, signum, code):
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    process = subprocess.Popen(
+    process = processes.Popen(
         [
             sys.executable,
             "-m",

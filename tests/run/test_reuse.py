@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tapefit import evaluate, predict
+from tests import processes
 from tests.helpers import REPO, run_cli
 
 pytestmark = pytest.mark.slow
@@ -20,7 +21,7 @@ QUICK = ["trainer.epochs=2", "trainer.verbose=0"]
 
 def module(name: str, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", f"tapefit.{name}", *args],
         cwd=REPO,
         env=env,

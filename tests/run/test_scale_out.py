@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 
 import keras
@@ -16,6 +15,7 @@ import tensorflow as tf
 
 from tapefit.runner.train import run
 from tapefit.training.runtime import shard_options, writes_run_dir
+from tests import processes
 from tests.helpers import REPO
 
 # family -> overrides, and how close the result must be to one process's. Float-order noise
@@ -71,7 +71,7 @@ def launch(overrides, run_dir, pythonpath=None):
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
     launcher = [sys.executable, "-m", "tapefit.launch", "--workers", "2", "--timeout", "240"]
-    return subprocess.run(
+    return processes.run(
         [*launcher, "--", *overrides, f"hydra.run.dir={run_dir}"],
         cwd=REPO,
         env=env,

@@ -5,7 +5,6 @@ stays one MLflow run, nested trial runs, and a tracker failing without stopping 
 import json
 import logging
 import os
-import subprocess
 import sys
 
 import keras
@@ -14,6 +13,7 @@ import pytest
 import tapefit
 from tapefit.training.lifecycle import RunInterrupted
 from tapefit.training.tracking import RUN_ID_FILE, params_of
+from tests import processes
 from tests.helpers import REPO
 
 mlflow = pytest.importorskip("mlflow")
@@ -40,7 +40,7 @@ def cli_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("mlflow-cli")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     env = dict(os.environ, MLFLOW_TRACKING_URI=uri, KERAS_BACKEND="tensorflow")
-    done = subprocess.run(
+    done = processes.run(
         [
             sys.executable,
             "-m",

@@ -18,6 +18,7 @@ from tapefit import TapefitError
 from tapefit.config.schemas import SpaceEntry
 from tapefit.runner.train import run
 from tapefit.sweeps.optuna_search import NEEDS_OPTUNA, search, suggest
+from tests import processes
 from tests.helpers import REPO, run_cli
 from tests.sweeps.test_tuning import FAST, hparams_sessions, rows
 
@@ -133,7 +134,7 @@ def test_a_killed_search_continues_the_same_study_and_the_interrupted_trial(tmp_
         *user_conf(tmp_path),
         f"hydra.run.dir={search_dir}",
     ]
-    process = subprocess.Popen(
+    process = processes.Popen(
         command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     checkpoints = search_dir / "trials" / "1" / "resume"
@@ -149,7 +150,7 @@ def test_a_killed_search_continues_the_same_study_and_the_interrupted_trial(tmp_
     assert [t.state.name for t in before.trials] == ["COMPLETE", "RUNNING"]
     params = before.trials[1].params
     finished_at = (search_dir / "trials" / "0" / "trial.json").stat().st_mtime
-    again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    again = processes.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     output = again.stdout + again.stderr
     assert "trial 1: continuing it" in output
@@ -173,7 +174,7 @@ def test_sigterm_stops_the_search_after_the_step_and_leaves_the_trial_to_continu
         *(sys.executable, "-m", "tapefit", "tune=optuna", "tune.max_trials=2"),
         *(*FAST, "trainer.epochs=50", f"hydra.run.dir={tmp_path}"),
     ]
-    process = subprocess.Popen(
+    process = processes.Popen(
         command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:

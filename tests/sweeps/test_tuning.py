@@ -22,6 +22,7 @@ from tapefit import TapefitError
 from tapefit.config.schemas import SpaceEntry
 from tapefit.runner.train import run
 from tapefit.sweeps.tuning import search
+from tests import processes
 from tests.helpers import REPO, run_cli
 
 FAST = [
@@ -231,7 +232,7 @@ SEARCH = [sys.executable, "-m", "tapefit", "tune=random", "tune.max_trials=4", *
 def test_an_interrupted_search_continues_without_repeating_finished_trials(tmp_path):
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
     command = [*SEARCH, f"hydra.run.dir={tmp_path}"]
-    process = subprocess.Popen(
+    process = processes.Popen(
         command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
@@ -246,7 +247,7 @@ def test_an_interrupted_search_continues_without_repeating_finished_trials(tmp_p
         process.kill()
     first = json.loads((tmp_path / "trials" / "0" / "trial.json").read_text())
     finished_at = (tmp_path / "trials" / "0" / "trial.json").stat().st_mtime
-    again = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    again = processes.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
     table = rows(tmp_path / "trials.csv")
     assert sorted(r["trial_id"] for r in table) == ["0", "1", "2", "3"]
@@ -350,7 +351,7 @@ def test_a_chief_and_two_tuners_share_one_search_on_loopback(tmp_path):
         f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
         f"hydra.run.dir={search_dir}",
     ]
-    result = subprocess.run(
+    result = processes.run(
         [sys.executable, *command], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]

@@ -1,0 +1,119 @@
+"""The measurement behind `experiment=sts`: candidate Siamese recipes on one STS-style corpus.
+
+Each candidate is the real CLI's configuration (`tapefit.compose` + `tapefit.run`) on the same
+pair files and the same epoch budget; the tested model of each run is its best epoch by
+validation Spearman. Candidates are ranked on validation only; test Spearman is printed beside
+it, never used to choose. The first row is the tutorial's recipe (`experiment=siamese`: LSTM,
+last state, cosine MSE), the baseline the preset must beat.
+
+    python experiments/sts_preset.py --train sts-train.csv --validation sts-dev.csv \
+        --test sts-test.csv data.header=false data.quoting=none data.text1_column=5 \
+        data.text2_column=6 data.label_column=4
+
+(the STS benchmark's own files: tab-separated, no header, score in column 4). Writes
+`sts_preset.json` with every figure when `--out` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import tapefit
+
+TUTORIAL = ["experiment=siamese"]
+CANDIDATES: dict[str, list[str]] = {
+    "tutorial (LSTM last, cosine_mse)": TUTORIAL,
+    "LSTM mean, cosent": [*TUTORIAL, "model.encoder.pooling=mean", "model.loss.name=cosent"],
+    "BiLSTM max, cosine_mse": [
+        *TUTORIAL,
+        "model.encoder.bidirectional=true",
+        "model.encoder.pooling=max",
+    ],
+    "BiLSTM max, cosent": [
+        *TUTORIAL,
+        "model.encoder.bidirectional=true",
+        "model.encoder.pooling=max",
+        "model.loss.name=cosent",
+    ],
+    "BiLSTM max, angle": [
+        *TUTORIAL,
+        "model.encoder.bidirectional=true",
+        "model.encoder.pooling=max",
+        "model.loss.name=angle",
+    ],
+    "Transformer mean, cosent": [
+        *TUTORIAL,
+        "model.encoder.rnn=transformer",
+        "model.encoder.units=128",
+        "model.encoder.pooling=mean",
+        "model.loss.name=cosent",
+    ],
+    "bag of embeddings mean, cosent": [
+        *TUTORIAL,
+        "model.encoder.rnn=none",
+        "model.encoder.pooling=mean",
+        "model.loss.name=cosent",
+    ],
+    "preset (experiment=sts)": ["experiment=sts"],
+}
+
+
+def measure(candidates: list[str], data: list[str], scratch: str) -> dict[str, dict]:
+    """Validation and test Spearman, epochs and seconds per candidate."""
+    results = {}
+    for name in candidates:
+        cfg = tapefit.compose(
+            [*CANDIDATES[name], *data, "trainer.verbose=0", "trainer.save_model=false"]
+        )
+        started = time.perf_counter()
+        metrics = tapefit.run(cfg, f"{scratch}/{len(results)}")
+        results[name] = {
+            "val_spearman": metrics["objective_value"],
+            "test_spearman": metrics["test_spearman"],
+            "best_epoch": metrics.get("tested_epoch"),
+            "seconds": round(time.perf_counter() - started, 1),
+            "overrides": CANDIDATES[name],
+        }
+        print(f"{name}: {results[name]}", flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict]:
+    """Measure, print the table ranked on validation, return the results."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train", required=True, type=Path)
+    parser.add_argument("--validation", required=True, type=Path)
+    parser.add_argument("--test", required=True, type=Path)
+    parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=CANDIDATES)
+    parser.add_argument("--out", type=Path, help="write every figure to this JSON file")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (columns…)")
+    args = parser.parse_args(argv)
+    for split in (args.train, args.validation, args.test):
+        if not split.is_file():
+            parser.error(f"{split}: no such file; give the corpus's pair files")
+    data = [
+        "data=pairs_file",
+        f"data.train_path={args.train.resolve()}",
+        f"data.validation_path={args.validation.resolve()}",
+        f"data.test_path={args.test.resolve()}",
+        *args.overrides,
+    ]
+    with tempfile.TemporaryDirectory() as scratch:
+        results = measure(args.candidates, data, scratch)
+    print(f"\n{'candidate':<34} {'val Spearman':>12} {'test Spearman':>13} {'epoch':>5} {'s':>6}")
+    for name, r in sorted(results.items(), key=lambda item: -item[1]["val_spearman"]):
+        print(
+            f"{name:<34} {r['val_spearman']:>12.4f} {r['test_spearman']:>13.4f} "
+            f"{r['best_epoch'] or '':>5} {r['seconds']:>6.1f}"
+        )
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()
