@@ -25,6 +25,7 @@ from pathlib import Path
 import tapefit
 
 TUTORIAL = ["experiment=siamese"]
+BILSTM_MAX = [*TUTORIAL, "model.encoder.bidirectional=true", "model.encoder.pooling=max"]
 CANDIDATES: dict[str, list[str]] = {
     "tutorial (LSTM last, cosine_mse)": TUTORIAL,
     "LSTM mean, cosent": [*TUTORIAL, "model.encoder.pooling=mean", "model.loss.name=cosent"],
@@ -57,6 +58,16 @@ CANDIDATES: dict[str, list[str]] = {
         "model.encoder.rnn=none",
         "model.encoder.pooling=mean",
         "model.loss.name=cosent",
+    ],
+    # round 2: around round 1's best on validation (BiLSTM max, cosine_mse)
+    "BiLSTM max, cosine_mse, 128 units": [*BILSTM_MAX, "model.encoder.units=128"],
+    "BiLSTM max, cosine_mse, 2 layers": [*BILSTM_MAX, "model.encoder.num_layers=2"],
+    "BiLSTM max, cosine_mse, 300-wide embedding": [*BILSTM_MAX, "model.encoder.embedding_dim=300"],
+    "BiLSTM max, cosine_mse, lr 5e-4": [*BILSTM_MAX, "optimizer.learning_rate=5e-4"],
+    "BiLSTM max, cosine_mse, batch 32": [*BILSTM_MAX, "data.batch_size=32"],
+    "BiLSTM max, cosine_mse, recurrent dropout 0.3": [
+        *BILSTM_MAX,
+        "model.encoder.recurrent_dropout=0.3",
     ],
     "preset (experiment=sts)": ["experiment=sts"],
 }

@@ -39,7 +39,8 @@ def test_mnist_experiment_is_the_tutorial_setting(compose):
 
 
 @pytest.mark.parametrize(
-    ("experiment", "steps_per_execution"), [("classifier", 8), ("mnist", 8), ("siamese", 1)]
+    ("experiment", "steps_per_execution"),
+    [("classifier", 8), ("mnist", 8), ("siamese", 1), ("sts", 1)],
 )
 def test_shipped_defaults_are_the_measured_ones(compose, experiment, steps_per_execution):
     # docs/explanation/benchmark.md: the figures behind each of these choices.
@@ -48,6 +49,24 @@ def test_shipped_defaults_are_the_measured_ones(compose, experiment, steps_per_e
     # jit_compile null is Keras' "auto": no XLA on CPUs, where it measured 2.3x slower.
     assert (cfg.trainer.jit_compile, cfg.trainer.precision) == (None, "float32")
     assert cfg.data.cache is True and cfg.callbacks.tensorboard.enabled is True
+
+
+def test_sts_preset_is_the_recipe_its_page_measured(compose):
+    # docs/explanation/sts-preset.md: ranked first on STS-B validation among its candidates
+    cfg = compose(["experiment=sts", "data.train_path=train.tsv"])
+    encoder = cfg.model.encoder
+    assert cfg.data._target_ == "tapefit.data.loaders.pair_files"
+    assert (encoder.rnn, encoder.bidirectional, encoder.pooling, encoder.units) == (
+        "lstm",
+        True,
+        "max",
+        128,
+    )
+    assert (cfg.model.loss.name, cfg.trainer.epochs, cfg.optimizer.learning_rate) == (
+        "cosine_mse",
+        8,
+        1e-3,
+    )
 
 
 def test_overrides_apply(compose):

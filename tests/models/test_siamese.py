@@ -181,6 +181,42 @@ def test_user_pair_files_train_and_report_spearman(compose, tmp_path):
     assert saved["skipped_lines"] == 0
 
 
+def write_sts_benchmark_file(path, generator, count):
+    """Pairs in the STS benchmark's own layout: tab-separated, no header, genre, file, year,
+    id, then the score (column 4) and the two sentences (columns 5 and 6); its text is not
+    quoted, so a sentence may hold a quote character."""
+    texts_a, texts_b, labels = generator.pairs(count)
+    rows = [
+        f'main-captions\tMSRvid\t2012test\t{i:04d}\t{y:.3f}\t"{a}\t{b}.'
+        for i, (a, b, y) in enumerate(zip(texts_a, texts_b, labels, strict=True))
+    ]
+    path.write_text("\n".join(rows) + "\n")
+
+
+@pytest.mark.slow  # end to end: make test-fast leaves it out
+def test_the_sts_preset_trains_from_the_cli_given_only_files_and_columns(tmp_path):
+    generator = PairGenerator(seed=8)
+    for name, count in (("train", 800), ("dev", 200), ("test", 200)):
+        write_sts_benchmark_file(tmp_path / f"sts-{name}.csv", generator, count)
+    run_dir = tmp_path / "run"
+    result = run_cli(
+        "experiment=sts",
+        *(f"data.{key}_path={tmp_path / f'sts-{name}.csv'}" for key, name in (
+            ("train", "train"), ("validation", "dev"), ("test", "test"))),
+        *("data.format=tsv", "data.header=false", "data.quoting=none"),
+        *("data.text1_column=5", "data.text2_column=6", "data.label_column=4"),
+        *("trainer.epochs=2", "trainer.verbose=0", f"hydra.run.dir={run_dir}"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["samples"] == {"train": 800, "val": 200, "test": 200}
+    assert metrics["objective"] == "val_spearman" and metrics["test_spearman"] > 0.3
+    config = (run_dir / ".hydra" / "config.yaml").read_text()
+    assert "bidirectional: true" in config and "pooling: max" in config
+    restored = keras.models.load_model(run_dir / "model.keras")
+    assert restored.encode(['"a quoted sentence']).shape == (1, 256)  # 2 x 128 units, max
+
+
 @pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_siamese_experiment_end_to_end(tmp_path):
     result = run_cli(
