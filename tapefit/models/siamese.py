@@ -458,10 +458,22 @@ class SiameseModel(TapeModel):
         Returns:
             Unit-length vectors `(batch, dim)`.
         """
+        return tf.math.l2_normalize(self.pooled(texts, training), axis=-1)
+
+    def pooled(self, texts: Any, training: bool | None = None) -> tf.Tensor:
+        """The encoder's vectors before normalisation, in float32 (or float64).
+
+        Args:
+            texts: Strings `(batch,)`, or token ids for a model without a vocabulary.
+            training: Whether the encoder's dropout runs in training mode.
+
+        Returns:
+            The pooled (and projected) vectors `(batch, dim)`, of any length.
+        """
         vectors = self.encoder(self.tokens(texts), training=training)
         if vectors.dtype != tf.float64:  # half precision is lifted to float32; float64 stays
             vectors = tf.cast(vectors, tf.float32)
-        return tf.math.l2_normalize(vectors, axis=-1)
+        return vectors
 
     def embed_pairs(self, texts_a: Any, texts_b: Any, training: bool | None = None) -> tf.Tensor:
         """Both sides' embeddings stacked to `(batch, 2, dim)`, the form pair losses take.
@@ -522,14 +534,20 @@ class SiameseModel(TapeModel):
         return StepOutput(loss, labels, pair_cosine(pair), sample_weight)
 
     # -- use -------------------------------------------------------------------------------------
-    def encode(self, texts: Sequence[Any], batch_size: int = 256) -> np.ndarray:
+    def encode(
+        self, texts: Sequence[Any], batch_size: int = 256, normalize: bool = True
+    ) -> np.ndarray:
         """L2-normalised embeddings of `texts` as a NumPy array `(n, dim)`.
 
-        For search or clustering after training; the texts are encoded in batches.
+        For search or clustering after training; the texts are encoded in batches. Every
+        loss and metric of the model is a cosine, so training sees unit vectors; with
+        `normalize=False` you get the vectors before that last step (for a downstream model
+        that wants their lengths, or an index that normalises by itself).
 
         Args:
             texts: Raw strings (or token-id rows for a model without a vocabulary).
             batch_size: Texts encoded per batch.
+            normalize: False: the pooled (and projected) vectors, not scaled to length 1.
 
         Returns:
             float32 array `(len(texts), dim)`.
@@ -541,8 +559,9 @@ class SiameseModel(TapeModel):
             (3, 8)
         """
         texts = tf.convert_to_tensor(texts)
+        embed = self.embed if normalize else self.pooled
         chunks = [
-            self.embed(texts[start : start + batch_size], training=False).numpy()
+            embed(texts[start : start + batch_size], training=False).numpy()
             for start in range(0, int(texts.shape[0]), batch_size)
         ]
         return np.concatenate(chunks) if chunks else np.zeros((0, self.encoder.output_dim))

@@ -124,6 +124,10 @@ def test_encode_is_normalised_and_similarity_checks_lengths(pairs):
     vectors = model.encode(pairs[0][:300])
     assert vectors.shape == (300, 64)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    raw = model.encode(pairs[0][:300], batch_size=7, normalize=False)
+    lengths = np.linalg.norm(raw, axis=1, keepdims=True)
+    assert np.abs(lengths - 1.0).max() > 1e-2  # the vectors before the last scaling
+    np.testing.assert_allclose(raw / lengths, vectors, atol=1e-6)
     with pytest.raises(TapefitError, match="equal lengths"):
         model.similarity(["a"], ["b", "c"])
 
