@@ -2,6 +2,10 @@
 re-evaluate a finished run's model on the test split of its data — the same split, so the
 figures equal the run's `test_*` metrics — or of other data given by the same keys
 (`data.test_path=other.tsv`), writing `<run dir>/eval/metrics.json`.
+
+With `queries=q.jsonl corpus=c.jsonl qrels=qrels.tsv` (a BEIR-style search collection), a
+text encoder's run is evaluated as a search instead: recall@1/5/10, MRR@10 and NDCG@10,
+written to `<run dir>/eval/retrieval.json`.
 """
 
 from __future__ import annotations
@@ -22,9 +26,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code: 0, or 2 for bad input.
     """
     set_command_defaults()
-    from tapefit.runner.reuse import command, evaluate_run
+    from tapefit.errors import TapefitError
+    from tapefit.runner.reuse import RETRIEVAL_FILES, command, evaluate_run, retrieve_run
 
     def act(own: dict, overrides: list) -> None:
+        files = {key: own[key] for key in RETRIEVAL_FILES if key in own}
+        if files:
+            if overrides:
+                raise TapefitError(
+                    f"{overrides[0]}: retrieval files take no config overrides; leave it out"
+                )
+            results = retrieve_run(own["run"], files, own.get("ckpt", "tested"))
+            shown = ", ".join(f"{k}={v:.4f}" for k, v in results.items() if isinstance(v, float))
+            print(
+                f"retrieval over {results['corpus']} texts, {results['queries']} queries: {shown}"
+            )
+            return
         results = evaluate_run(own["run"], overrides, own.get("ckpt", "tested"))
         shown = ", ".join(f"{k}={v:.4f}" for k, v in results.items() if isinstance(v, float))
         print(f"test metrics: {shown}")

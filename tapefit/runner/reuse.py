@@ -34,6 +34,7 @@ log = logging.getLogger("tapefit")
 MODEL_FILE = "model.keras"
 WHAT = {"run": "name the run directory, run=<run dir>", "output": "name the CSV, output=preds.csv"}
 CONFIG_FILE = ".hydra/config.yaml"
+RETRIEVAL_FILES = ("queries", "corpus", "qrels")  # evaluate's keys for a search collection
 
 
 def parse_arguments(argv: Sequence[str], required: Sequence[str]) -> tuple[dict[str, str], list]:
@@ -59,7 +60,7 @@ def parse_arguments(argv: Sequence[str], required: Sequence[str]) -> tuple[dict[
         key, equals, value = argument.partition("=")
         if not equals:
             raise TapefitError(f"{argument!r} is not key=value: e.g. run=outputs/classifier/<time>")
-        if key in ("run", "ckpt", "output", "split"):
+        if key in ("run", "ckpt", "output", "split", *RETRIEVAL_FILES):
             own[key] = value
         else:
             overrides.append(argument)
@@ -185,6 +186,55 @@ def evaluate_run(run_dir: str | Path, overrides: Sequence[str] = (), ckpt: str =
     if report is not None:
         results.update(report(data, out))
     write_json(out / "metrics.json", results)
+    return results
+
+
+def retrieve_run(
+    run_dir: str | Path, files: dict[str, str], ckpt: str = "tested"
+) -> dict[str, float]:
+    """Evaluate a run's encoder as a search over a collection given by three files, writing
+    `eval/retrieval.json`.
+
+    Args:
+        run_dir: A finished run of a model with `encode` (the Siamese model).
+        files: `queries`, `corpus` and `qrels` paths (`tapefit.data.retrieval_files`).
+        ckpt: Which model (`tested`, `best`, `last`, an epoch, or a `.keras` file).
+
+    Returns:
+        `recall_at_1`, `recall_at_5`, `recall_at_10`, `mrr_at_10`, `ndcg_at_10`, and the
+        counts of queries and corpus texts.
+
+    Raises:
+        TapefitError: a file missing from `files`, a model without `encode`, or bad files.
+    """
+    from tapefit.data.retrieval_files import retrieval_files
+    from tapefit.files import write_json
+    from tapefit.models.retrieval import RetrievalTask, evaluate_task
+
+    missing = [key for key in RETRIEVAL_FILES if key not in files]
+    if missing:
+        raise TapefitError(
+            f"{missing[0]}= is missing: retrieval needs queries=, corpus= and qrels= together"
+        )
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise TapefitError(f"run={run_dir} is not a directory: name a tapefit run directory")
+    task = RetrievalTask(*retrieval_files(*(files[key] for key in RETRIEVAL_FILES)))
+    cfg = run_config(run_dir, [])
+    path = model_file(run_dir, ckpt)
+    ensure_working_directory_importable()
+    locate(cfg.model._target_, "model._target_")  # imports (and registers) the model's class
+    model = keras.models.load_model(path)
+    if not callable(getattr(model, "encode", None)):
+        raise TapefitError(
+            f"run={run_dir}'s model ({type(model).__name__}) has no encode(texts): retrieval "
+            "needs a text encoder such as tapefit.models.SiameseModel"
+        )
+    results = {**evaluate_task(model, task), "queries": len(task.queries)}
+    results["corpus"] = len(task.corpus)
+    out = run_dir / "eval"
+    out.mkdir(exist_ok=True)
+    write_json(out / "retrieval.json", results)
     return results
 
 

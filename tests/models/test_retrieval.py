@@ -2,6 +2,8 @@
 holds, and a pair-file run from the CLI whose metrics.json and History carry the metrics."""
 
 import json
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -10,7 +12,23 @@ from tapefit import TapefitError
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.models.retrieval import RetrievalTask, pair_task, retrieval_metrics
 from tapefit.training.direction import metric_direction
+from tests import processes
 from tests.helpers import pair_file_overrides, run_cli, write_pairs_tsv
+
+
+def write_collection(folder, task):
+    """`task` as BEIR's three files (ids deliberately not positions); their CLI arguments."""
+    folder.mkdir()
+    queries = [{"_id": f"q{i}", "text": text} for i, text in enumerate(task.queries)]
+    corpus = [{"_id": f"d{i}", "text": text} for i, text in enumerate(task.corpus)]
+    for name, records in (("queries", queries), ("corpus", corpus[::-1])):
+        lines = [json.dumps(record) for record in records]
+        (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    rows = [f"q{q}\td{d}\t1" for q, docs in enumerate(task.relevant) for d in sorted(docs)]
+    rows.append(f"q0\td{len(task.corpus) - 1}\t0")  # judged not relevant: ignored
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n")
+    names = {"queries": "queries.jsonl", "corpus": "corpus.jsonl", "qrels": "qrels.tsv"}
+    return [f"{key}={folder / name}" for key, name in names.items()]
 
 
 def reference_metrics(queries, corpus, relevant):
@@ -117,3 +135,19 @@ def test_retrieval_of_a_pair_file_from_the_cli_reaches_metrics_json_and_history(
     again = retrieval_metrics(model.encode(task.queries), model.encode(task.corpus), task.relevant)
     for name in names:
         assert again[name] == pytest.approx(metrics[f"test_{name}"], abs=1e-6)
+    # the same task as a BEIR-style collection of three files, searched from the CLI
+    files = write_collection(tmp_path / "beir", task)
+    searched = processes.run(
+        [sys.executable, "-m", "tapefit.evaluate", f"run={run_dir}", *files],
+        env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert searched.returncode == 0, searched.stderr[-2000:]
+    assert f"retrieval over {len(task.corpus)} texts, {len(task.queries)} queries" in (
+        searched.stdout
+    )
+    written = json.loads((run_dir / "eval" / "retrieval.json").read_text())
+    for name in names:
+        assert written[name] == pytest.approx(metrics[f"test_{name}"], abs=1e-6)
