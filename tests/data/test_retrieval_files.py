@@ -64,6 +64,5 @@ def test_evaluate_refuses_a_collection_without_all_three_files(tmp_path, capsys)
     code = main([f"run={tmp_path}", f"queries={queries}", f"corpus={corpus}"])
     assert code == 2
     assert capsys.readouterr().err == (
-        "tapefit: error: qrels= is missing: retrieval needs queries=, corpus= and qrels= "
-        "together\n"
+        "tapefit: error: qrels= is missing: retrieval needs queries=, corpus= and qrels= together\n"
     )

@@ -1,6 +1,8 @@
 """SiameseModel: shared encoder, gradients, collapse of the plain cosine loss, saving, runs."""
 
 import json
+import os
+import sys
 
 import keras
 import numpy as np
@@ -12,6 +14,7 @@ from tapefit import SiameseModel, TapefitError
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.models.losses import CosineLoss, CosineMSELoss, InBatchNegativesLoss
 from tapefit.runner.train import run
+from tests import processes
 from tests.helpers import pair_file_overrides, run_cli, scalar_tags, write_pairs_tsv
 
 
@@ -203,13 +206,19 @@ def test_the_sts_preset_trains_from_the_cli_given_only_files_and_columns(tmp_pat
     for name, count in (("train", 800), ("dev", 200), ("test", 200)):
         write_sts_benchmark_file(tmp_path / f"sts-{name}.csv", generator, count)
     run_dir = tmp_path / "run"
-    result = run_cli(
-        "experiment=sts",
-        *(f"data.{key}_path={tmp_path / f'sts-{name}.csv'}" for key, name in (
-            ("train", "train"), ("validation", "dev"), ("test", "test"))),
-        *("data.format=tsv", "data.header=false", "data.quoting=none"),
-        *("data.text1_column=5", "data.text2_column=6", "data.label_column=4"),
-        *("trainer.epochs=2", "trainer.verbose=0", f"hydra.run.dir={run_dir}"),
+    # as a user runs it: from their own folder, relative paths, tapefit's shipped configs
+    result = processes.run(
+        [sys.executable, "-m", "tapefit", "experiment=sts"]
+        + [f"data.{key}_path=sts-{name}.csv" for key, name in (
+            ("train", "train"), ("validation", "dev"), ("test", "test"))]
+        + ["data.format=tsv", "data.header=false", "data.quoting=none"]
+        + ["data.text1_column=5", "data.text2_column=6", "data.label_column=4"]
+        + ["trainer.epochs=2", "trainer.verbose=0", "hydra.run.dir=run"],
+        cwd=tmp_path,
+        env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
