@@ -77,6 +77,13 @@ def read_qrels(path: str | Path) -> dict[str, set[str]]:
 
     Raises:
         TapefitError: a missing file, another header, or a row whose score is not a number.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> file = pathlib.Path(tempfile.mkdtemp()) / "qrels.tsv"
+        >>> _ = file.write_text("query-id\\tcorpus-id\\tscore\\nq1\\td1\\t1\\nq1\\td2\\t0\\n")
+        >>> read_qrels(file)
+        {'q1': {'d1'}}
     """
     path = Path(path)
     if not path.is_file():
@@ -120,6 +127,16 @@ def retrieval_files(
     Raises:
         TapefitError: as the readers, or qrels naming ids the files lack, or no query with a
             relevant document.
+
+    Example:
+        >>> import json, tempfile, pathlib
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (folder / "q.jsonl").write_text(json.dumps({"_id": "q1", "text": "cats"}))
+        >>> docs = [{"_id": "d1", "text": "dogs"}, {"_id": "d2", "text": "cats purr"}]
+        >>> _ = (folder / "c.jsonl").write_text("\\n".join(json.dumps(d) for d in docs))
+        >>> _ = (folder / "r.tsv").write_text("query-id\\tcorpus-id\\tscore\\nq1\\td2\\t1\\n")
+        >>> retrieval_files(folder / "q.jsonl", folder / "c.jsonl", folder / "r.tsv")
+        (['cats'], ['dogs', 'cats purr'], [frozenset({1})])
     """
     query_texts = read_texts(queries, "queries")
     corpus_texts = read_texts(corpus, "corpus")
