@@ -145,17 +145,22 @@ def load_run(run_dir: str | Path, overrides: Sequence[str], ckpt: str = "tested"
     Raises:
         TapefitError: not a run directory, no model, or data that cannot load.
     """
-    run_dir = Path(run_dir)
+    cfg, path = _config_and_model_file(Path(run_dir), overrides, ckpt)
+    seed_everything(cfg.seed, False)
+    data = load_data(cfg)
+    model = keras.models.load_model(path)
+    return cfg, data, model
+
+
+def _config_and_model_file(run_dir: Path, overrides: Sequence[str], ckpt: str) -> tuple:
+    """The run's config and the model file `ckpt` names, the model's class imported."""
     if not run_dir.is_dir():
         raise TapefitError(f"run={run_dir} is not a directory: name a tapefit run directory")
     cfg = run_config(run_dir, overrides)
     path = model_file(run_dir, ckpt)
     ensure_working_directory_importable()
     locate(cfg.model._target_, "model._target_")  # imports (and registers) the model's class
-    seed_everything(cfg.seed, False)
-    data = load_data(cfg)
-    model = keras.models.load_model(path)
-    return cfg, data, model
+    return cfg, path
 
 
 def evaluate_run(run_dir: str | Path, overrides: Sequence[str] = (), ckpt: str = "tested") -> dict:
@@ -217,13 +222,8 @@ def retrieve_run(
             f"{missing[0]}= is missing: retrieval needs queries=, corpus= and qrels= together"
         )
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise TapefitError(f"run={run_dir} is not a directory: name a tapefit run directory")
+    _, path = _config_and_model_file(run_dir, [], ckpt)
     task = RetrievalTask(*retrieval_files(*(files[key] for key in RETRIEVAL_FILES)))
-    cfg = run_config(run_dir, [])
-    path = model_file(run_dir, ckpt)
-    ensure_working_directory_importable()
-    locate(cfg.model._target_, "model._target_")  # imports (and registers) the model's class
     model = keras.models.load_model(path)
     if not callable(getattr(model, "encode", None)):
         raise TapefitError(
