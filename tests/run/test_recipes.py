@@ -19,6 +19,10 @@ from tapefit.training import schedules
 from tapefit.training.lifecycle import RunInterrupted
 from tests.helpers import scalar_tags
 
+# Tests that train whole runs (several, or over the CLI): `make test-fast` leaves them out and
+# keeps this module's formula and config checks.
+WHOLE_RUNS = pytest.mark.slow
+
 STEPS = 10  # optimizer steps per epoch: 320 digits in batches of 32
 QUICK = [
     "data.train_limit=320",
@@ -128,6 +132,7 @@ def test_the_schedule_keys_are_checked_with_the_config(compose):
 # -- end to end ---------------------------------------------------------------------------
 
 
+@WHOLE_RUNS
 def test_cosine_warmup_rises_for_a_fifth_of_the_run_then_falls_to_min_lr(tmp_path):
     peak, floor = 0.002, 1e-5
     run_dir = tmp_path / "cosine"
@@ -162,6 +167,7 @@ class RawWeights(keras.callbacks.Callback):
         self.weights = [np.array(w) for w in self.model.get_weights()]
 
 
+@WHOLE_RUNS
 def test_ema_weights_are_validated_tested_and_saved(tmp_path):
     run_dir = tmp_path / "ema"
     raw = RawWeights()
@@ -186,6 +192,7 @@ def test_ema_weights_are_validated_tested_and_saved(tmp_path):
     assert history["val_loss"][-1] == pytest.approx(val["loss"], rel=1e-5)
 
 
+@WHOLE_RUNS
 def test_validation_every_ten_steps_in_history_and_tensorboard(tmp_path):
     run_dir = tmp_path / "interval"
     results = run(run_dir, "trainer.epochs=3", "trainer.val_check_interval=7")
@@ -245,6 +252,7 @@ RECIPE = [
 ]
 
 
+@WHOLE_RUNS
 def test_schedule_ema_and_intervals_resume_after_sigterm_bitwise(tmp_path):
     whole = run(tmp_path / "whole", *RECIPE)
     cut = tmp_path / "cut"
@@ -284,6 +292,7 @@ def mnist_file(path):
     return path
 
 
+@WHOLE_RUNS
 @pytest.mark.parametrize("experiment", ["classifier", "mnist", "siamese"])
 def test_fast_dev_run_runs_one_batch_of_every_shipped_experiment(tmp_path, experiment):
     extra = [f"data.path={mnist_file(tmp_path / 'mnist.npz')}"] if experiment == "mnist" else []
@@ -298,6 +307,7 @@ def test_fast_dev_run_runs_one_batch_of_every_shipped_experiment(tmp_path, exper
     )
 
 
+@WHOLE_RUNS
 def test_fast_dev_run_says_so_from_the_cli(tmp_path):
     from tests.helpers import run_cli
 
@@ -310,6 +320,7 @@ def test_fast_dev_run_says_so_from_the_cli(tmp_path):
     assert len(history["loss"]) == 1
 
 
+@WHOLE_RUNS
 def test_overfit_reports_that_the_digits_cnn_can_learn_four_batches(tmp_path):
     results = run(tmp_path / "overfit", "debug=overfit", "trainer.epochs=25")
     verdict = results["overfit"]
@@ -319,6 +330,7 @@ def test_overfit_reports_that_the_digits_cnn_can_learn_four_batches(tmp_path):
     assert verdict["last_loss"] == history["loss"][-1]
 
 
+@WHOLE_RUNS
 def test_overfit_fails_for_a_model_that_cannot_learn(tmp_path):
     results = run(
         tmp_path / "stuck", "debug=overfit", "trainer.epochs=3", "optimizer.learning_rate=1e-9"
@@ -326,6 +338,7 @@ def test_overfit_fails_for_a_model_that_cannot_learn(tmp_path):
     assert results["overfit"]["passed"] is False
 
 
+@WHOLE_RUNS
 def test_numerics_names_the_op_that_first_made_a_nan(tmp_path):
     with pytest.raises(
         TapefitError, match=r"debug=numerics: op \w+ \(node .*\) produced the first NaN"
@@ -337,12 +350,14 @@ def test_numerics_names_the_op_that_first_made_a_nan(tmp_path):
     assert float(tf.math.log(tf.constant(0.0))) == -math.inf  # check-numerics is off again
 
 
+@WHOLE_RUNS
 def test_profile_writes_a_profiler_trace(tmp_path):
     run(tmp_path / "profile", "debug=profile")
     traces = list((tmp_path / "profile" / "tensorboard").rglob("*.xplane.pb"))
     assert len(traces) == 1
 
 
+@WHOLE_RUNS
 def test_lr_find_suggests_a_rate_near_one_that_trains_the_digits_cnn(tmp_path):
     from tapefit.sweeps.lr_find import find
 
@@ -392,6 +407,7 @@ def test_ema_with_several_optimizers_swaps_each_variable_with_its_own_average():
         np.testing.assert_array_equal(np.array(variable), average)
 
 
+@WHOLE_RUNS
 def test_ema_swaps_under_a_mirrored_strategy(mirrored_strategy):
     """Two replicas (the session's strategy: another instance in this process would abort
     its collectives): validation sees the averages, the model ends with them."""
@@ -427,6 +443,7 @@ def tf_dataset(x, y):
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
 
 
+@WHOLE_RUNS
 @pytest.mark.parametrize(("interval", "points"), [(7, 3), (10, 2)])
 def test_validation_intervals_over_a_stream_of_unknown_length(tmp_path, interval, points):
     """The stream's length is unknown (a filter hides it): the run ends with the stream, after
@@ -481,6 +498,7 @@ def test_ema_validation_equals_keras_swap_ema_weights_on_plain_keras():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@WHOLE_RUNS
 def test_a_search_over_the_warmup_sees_one_point_per_validation(tmp_path):
     """Schedule keys are searchable, and a trial's objective is read per validation interval."""
     from tapefit.config.schemas import SpaceEntry

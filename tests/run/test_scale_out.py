@@ -18,6 +18,8 @@ from tapefit.training.runtime import shard_options, writes_run_dir
 from tests import processes
 from tests.helpers import REPO
 
+FORKED_LAUNCH = REPO / "tests" / "forked_launch.py"
+
 # family -> overrides, and how close the result must be to one process's. Float-order noise
 # (two half-batch sums against one batch sum) stays below 1e-8 in the MLP and the Siamese
 # model; BatchNorm's statistics magnify it in the CNN (2.4e-5 measured after 8 Adam steps).
@@ -66,11 +68,12 @@ def digest(log_text):
 
 
 def launch(overrides, run_dir, pythonpath=None):
-    """`python -m tapefit.launch --workers 2` with `overrides` into `run_dir`."""
+    """`python -m tapefit.launch --workers 2` with `overrides` into `run_dir` (its workers forked
+    from a warm interpreter: tests/forked_launch.py)."""
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
-    launcher = [sys.executable, "-m", "tapefit.launch", "--workers", "2", "--timeout", "240"]
+    launcher = [sys.executable, str(FORKED_LAUNCH), "--workers", "2", "--timeout", "240"]
     return processes.run(
         [*launcher, "--", *overrides, f"hydra.run.dir={run_dir}"],
         cwd=REPO,

@@ -344,9 +344,11 @@ def test_a_chief_and_two_tuners_share_one_search_on_loopback(tmp_path):
     (tmp_path / "conf" / "search_space").mkdir(parents=True)
     (tmp_path / "conf" / "search_space" / "mini.yaml").write_text(MINI_SPACE)
     search_dir = tmp_path / "search"
+    pids = tmp_path / "pids"
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    env["TAPEFIT_TEST_FORKED_PIDS"] = str(pids)  # the tuners' pids, checked gone at the end
     command = [
-        *("-m", "tapefit.launch", "--tuners", "2", "--timeout", "240", "--"),
+        *(str(REPO / "tests" / "forked_launch.py"), "--tuners", "2", "--timeout", "240", "--"),
         *("tune=random", "tune.max_trials=4", "search_space=mini", *FAST),
         f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
         f"hydra.run.dir={search_dir}",
@@ -371,6 +373,11 @@ def test_a_chief_and_two_tuners_share_one_search_on_loopback(tmp_path):
     assert json.loads((search_dir / "status.json").read_text())["state"] == "completed"
     leftover = subprocess.run(["pgrep", "-f", str(search_dir)], capture_output=True, text=True)
     assert leftover.stdout == ""  # every process the launcher started has ended
+    started = [int(pid) for pid in pids.read_text().split()] if pids.exists() else []
+    assert len(started) in (0, 3)  # the chief and two tuners, when forked
+    for pid in started:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_a_searched_key_also_set_on_the_command_line_is_named_once_in_the_rerun_command():
