@@ -354,6 +354,19 @@ def _check_pair_files(given: Mapping[str, Any]) -> None:
         )
     for key in ("shuffle_buffer", "vocabulary_pairs", "max_held_out_pairs"):
         at_least_or_null(options[key], 1, key, null=False)
+    negative = options["negative_column"]
+    if negative is not None and options["stream"]:
+        raise TapefitError(
+            "data.negative_column is read into memory: set data.stream=false, or leave the "
+            "negatives out (data.negative_column=null) to stream the pairs"
+        )
+    texts = {"text1_column": options["text1_column"], "text2_column": options["text2_column"]}
+    for key, column in texts.items():
+        if negative is not None and str(negative) == str(column):
+            raise TapefitError(
+                f"data.negative_column={negative} is also data.{key}: name the column that "
+                "holds each row's hard negative"
+            )
     low_high = [float(value) for value in options["label_range"]]
     if len(low_high) != 2 or not low_high[0] < low_high[1]:
         raise TapefitError(
@@ -370,7 +383,8 @@ def pair_files(
     format: Literal["auto", "csv", "tsv", "jsonl"] = "auto",
     text1_column: str | int = "text1",
     text2_column: str | int = "text2",
-    label_column: str | int = "label",
+    label_column: str | int | None = "label",
+    negative_column: str | int | None = None,
     header: bool = True,
     delimiter: str | None = None,
     quoting: Literal["minimal", "none", "all", "nonnumeric"] = "minimal",
@@ -404,7 +418,10 @@ def pair_files(
         format: csv, tsv or jsonl; `auto` goes by each file's extension.
         text1_column: The first text's column: a header name, or a 0-based index without one.
         text2_column: The second text's column.
-        label_column: The label's column.
+        label_column: The label's column; None: every row is a positive pair (its label the
+            top of `label_range`, or 1 for binary labels).
+        negative_column: A third text per row, a hard negative of the first text, which the
+            `in_batch_negatives` and `triplet` losses rank below the second; None: none.
         header: Whether CSV/TSV files start with a header line.
         delimiter: The field separator; None: "," for csv, tab for tsv.
         quoting: CSV quoting, as Python's csv module names it.
@@ -449,6 +466,7 @@ def pair_files(
         text1_column=text1_column,
         text2_column=text2_column,
         label_column=label_column,
+        negative_column=negative_column,
         header=header,
         delimiter=delimiter,
         quoting=quoting,

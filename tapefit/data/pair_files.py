@@ -60,7 +60,9 @@ class PairFileSpec:
     format: FileFormat = FileFormat.auto
     text1_column: str = "text1"  # a header name, or a 0-based index when header is false
     text2_column: str = "text2"
-    label_column: str = "label"
+    label_column: str | None = "label"  # None: every row is a positive pair
+    # a third text per row, a hard negative of text1 (in_batch_negatives, triplet); None: none
+    negative_column: str | None = None
     header: bool = True
     delimiter: str | None = None  # default: "," for csv, tab for tsv
     quoting: Quoting = Quoting.minimal  # type: ignore[valid-type]
@@ -75,11 +77,9 @@ class PairFileSpec:
         self.quoting = parse_choice(Quoting, self.quoting, "data.quoting")
         self.label_type = parse_choice(LabelType, self.label_type, "data.label_type")
         self.on_bad_line = parse_choice(OnBadLine, self.on_bad_line, "data.on_bad_line")
-        self.text1_column, self.text2_column, self.label_column = (
-            str(self.text1_column),
-            str(self.text2_column),
-            str(self.label_column),
-        )
+        self.text1_column, self.text2_column = str(self.text1_column), str(self.text2_column)
+        self.label_column = None if self.label_column is None else str(self.label_column)
+        self.negative_column = None if self.negative_column is None else str(self.negative_column)
         self.label_range = [float(value) for value in self.label_range]
         if self.delimiter is not None:
             if "\\" in self.delimiter:  # typed as users type it: '\t'
@@ -96,6 +96,18 @@ class PairFileSpec:
                 "latin-1 or cp1252"
             ) from None
 
+    @property
+    def columns(self) -> list[str]:
+        """The columns a row is read from, in order: text1, text2, then the label and the
+        negative text when configured."""
+        optional = (self.label_column, self.negative_column)
+        return [self.text1_column, self.text2_column, *(c for c in optional if c is not None)]
+
+    @property
+    def positive_label(self) -> float:
+        """The label of a row in a file without a label column: the most similar."""
+        return 1.0 if self.label_type == LabelType.binary else self.label_range[1]
+
     @classmethod
     def from_config(cls, options: Any) -> PairFileSpec:
         """The spec held by a config node that has (at least) these fields."""
@@ -111,6 +123,13 @@ class PairRows:
     labels: np.ndarray
     skipped: int = 0
     skipped_lines: list[int] = field(default_factory=list)
+    negatives: np.ndarray | None = None  # each row's hard negative, with data.negative_column
+
+    @property
+    def split(self) -> tuple[np.ndarray, ...]:
+        """`(texts_a, texts_b, labels)`, plus the negatives when the file has them."""
+        parts = (self.texts_a, self.texts_b, self.labels)
+        return parts if self.negatives is None else (*parts, self.negatives)
 
 
 def resolve_format(path: Path, spec: PairFileSpec) -> str:
@@ -180,10 +199,7 @@ def _delimited_records(path: Path, kind: str, spec: PairFileSpec):
                     if isinstance(error, ValueError)
                     else f"{path}:1: unreadable header ({error})"
                 ) from error
-        columns = [
-            _column_index(name, header, path)
-            for name in (spec.text1_column, spec.text2_column, spec.label_column)
-        ]
+        columns = [_column_index(name, header, path) for name in spec.columns]
         needed = max(columns) + 1 if header is None else max(len(header), max(columns) + 1)
         while True:
             first = reader.line_num + 1
@@ -234,7 +250,7 @@ def _delimited_records(path: Path, kind: str, spec: PairFileSpec):
 
 def _jsonl_records(path: Path, spec: PairFileSpec):
     """Yield `(line, line, (text1, text2, label) or error)` from a JSON-lines file."""
-    keys = (spec.text1_column, spec.text2_column, spec.label_column)
+    keys = spec.columns
     with path.open(encoding=_text_encoding(spec)) as file:
         for number, line in enumerate(file, start=1):
             if not line.strip():
@@ -295,8 +311,9 @@ def checked_file(path: str | Path) -> Path:
 
 def pair_rows(
     path: str | Path, spec: PairFileSpec, count: RowCount | None = None
-) -> Iterator[tuple[str, str, float]]:
-    """Yield the `(text1, text2, label)` rows of one file as they are read; bad lines raise
+) -> Iterator[tuple]:
+    """Yield the `(text1, text2, label)` rows of one file as they are read (with a fourth
+    entry, the negative text, under `spec.negative_column`); bad lines raise
     (file:line) or are skipped and counted in `count` (every line a bad record spans); at the
     end, a file that lost more than `spec.max_skipped_fraction` of its lines is refused."""
     path = checked_file(path)
@@ -342,22 +359,26 @@ def read_pair_file(path: str | Path, spec: PairFileSpec) -> PairRows:
     """Read every `(text1, text2, label)` row of one file into memory (see `pair_rows`)."""
     count = RowCount()
     rows = list(pair_rows(path, spec, count))
-    texts_a, texts_b, labels = zip(*rows, strict=True)
+    columns = list(zip(*rows, strict=True))
     return PairRows(
-        np.array(texts_a, dtype=object),
-        np.array(texts_b, dtype=object),
-        np.array(labels, dtype="float32"),
+        np.array(columns[0], dtype=object),
+        np.array(columns[1], dtype=object),
+        np.array(columns[2], dtype="float32"),
         skipped=len(count.skipped),
         skipped_lines=count.skipped[:20],
+        negatives=np.array(columns[3], dtype=object) if len(columns) > 3 else None,
     )
 
 
-def _checked_record(record: Any, spec: PairFileSpec) -> tuple[str, str, float]:
+def _checked_record(record: Any, spec: PairFileSpec) -> tuple:
     if isinstance(record, Exception):
         raise record
-    text_a, text_b, raw_label = record
-    if not isinstance(text_a, str) or not isinstance(text_b, str):
+    fields = list(record)
+    text_a, text_b = fields.pop(0), fields.pop(0)
+    raw_label = fields.pop(0) if spec.label_column is not None else spec.positive_label
+    texts = [text_a, text_b, *fields]  # the negative, when configured, is what is left
+    if not all(isinstance(text, str) for text in texts):
         raise ValueError("texts must be strings")
-    if not text_a.strip() or not text_b.strip():
+    if not all(text.strip() for text in texts):
         raise ValueError("a text is empty")
-    return text_a, text_b, _parse_label(raw_label, spec)
+    return (text_a, text_b, _parse_label(raw_label, spec), *fields)

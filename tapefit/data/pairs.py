@@ -20,12 +20,16 @@ from tapefit.data.synthetic_pairs import (
 )
 from tapefit.errors import TapefitError
 
-Split = tuple[np.ndarray, np.ndarray, np.ndarray]  # texts_a, texts_b, labels
+# texts_a, texts_b, labels, and each row's hard negative text when the data have them
+Split = tuple[np.ndarray, ...]
 
 
 @dataclass
 class PairData:
     """Pipelines of `((texts_a, texts_b), label)` plus what the metrics and losses need.
+
+    With hard negatives (a fourth array in each split), the pipelines' inputs are
+    `(texts_a, texts_b, negatives)`.
 
     What the pair loaders return. Whole-split metrics (correlation, AUC) read the raw
     splits; a pair loss is picked and scaled by the labels' facts.
@@ -34,7 +38,7 @@ class PairData:
         train: Batches of `((texts_a, texts_b), labels)`, reshuffled each epoch from `seed`.
         val: Validation batches, in order.
         test: Test batches, in order; None when the data have no test split.
-        splits: `(texts_a, texts_b, labels)` arrays by split name.
+        splits: `(texts_a, texts_b, labels[, negatives])` arrays by split name.
         label_type: `graded` or `binary`.
         label_range: `(low, high)` of graded labels.
         sizes: Pairs per split, by split name.
@@ -89,12 +93,20 @@ class PairData:
             Keyword arguments for `SiameseModel` (a subclass takes them too).
         """
         options = {"sequence_length": 32, "max_tokens": 20000, **self.text_options}
-        return {
+        arguments = {
             "vocabulary": adapt_vocabulary(self.training_texts(), options["max_tokens"]),
             "sequence_length": options["sequence_length"],
             "label_type": self.label_type,
             "label_range": list(self.label_range),
         }
+        if self.has_negatives:
+            arguments["hard_negatives"] = True
+        return arguments
+
+    @property
+    def has_negatives(self) -> bool:
+        """Whether each training pair comes with a hard negative text (a third input)."""
+        return len(self.splits.get("train", ())) > 3  # a stream has no negatives
 
     def inputs(self, split: str, batch_size: int = 256) -> tf.data.Dataset:
         """Only the `(texts_a, texts_b)` of a split, for `predict`.
@@ -108,7 +120,7 @@ class PairData:
         Returns:
             A dataset of `((texts_a, texts_b),)` batches, in order.
         """
-        texts_a, texts_b, _ = self.splits[split]
+        texts_a, texts_b = self.splits[split][:2]
         return (
             tf.data.Dataset.from_tensor_slices((texts_a, texts_b))
             .batch(batch_size)
@@ -127,10 +139,10 @@ class PairData:
         """Every text of the training split, for adapting the vocabulary.
 
         Returns:
-            Both sides' texts, concatenated.
+            Both sides' texts (and the hard negatives), concatenated.
         """
-        texts_a, texts_b, _ = self.splits["train"]
-        return np.concatenate([texts_a, texts_b])
+        split = self.splits["train"]
+        return np.concatenate([split[0], split[1], *split[3:]])
 
 
 def synthetic_splits(
@@ -193,7 +205,7 @@ def read_pair_files(
     parts, skipped = [], 0
     for file in files:
         rows = read_pair_file(file, spec)
-        parts.append((rows.texts_a, rows.texts_b, rows.labels))
+        parts.append(rows.split)
         skipped += rows.skipped
         held = sum(len(part[2]) for part in parts)
         if max_pairs is not None and held > max_pairs:
@@ -202,7 +214,7 @@ def read_pair_files(
                 f"{file}): the whole-split metrics keep them in memory; use a smaller held-out "
                 "set or raise the limit"
             )
-    split = tuple(np.concatenate([part[i] for part in parts]) for i in range(3))
+    split = tuple(np.concatenate([part[i] for part in parts]) for i in range(len(parts[0])))
     return split, skipped
 
 
@@ -219,13 +231,13 @@ def pair_data(
     """Batched pipelines over `splits` (training reshuffled each epoch from `seed`)."""
     pipelines = {
         name: make_pipeline(
-            ((texts_a.astype(str), texts_b.astype(str)), labels),
+            (tuple(texts.astype(str) for texts in (split[0], split[1], *split[3:])), split[2]),
             batch_size,
             shuffle=name == "train",
             seed=seed,
             cache=cache,
         )
-        for name, (texts_a, texts_b, labels) in splits.items()
+        for name, split in splits.items()
     }
     return PairData(
         **pipelines,

@@ -128,7 +128,7 @@ def batch_candidates(pair_embeddings: tf.Tensor, text_ids: tf.Tensor, across_rep
     """
     pair_embeddings = tf.convert_to_tensor(pair_embeddings)
     anchors, positives = pair_embeddings[:, 0], pair_embeddings[:, 1]
-    ids = tf.reshape(tf.convert_to_tensor(text_ids), [-1, 2])
+    ids = _row_ids(text_ids, pair_embeddings)[:, :2]
     context = tf.distribute.get_replica_context()
     offset = tf.constant(0, tf.int32)
     all_anchors, all_positives, all_ids = anchors, positives, ids
@@ -140,6 +140,55 @@ def batch_candidates(pair_embeddings: tf.Tensor, text_ids: tf.Tensor, across_rep
         all_ids = context.all_gather(ids, axis=0)
     targets = offset + tf.range(tf.shape(anchors)[0])
     return anchors, positives, ids, all_anchors, all_positives, all_ids, targets
+
+
+def _row_ids(text_ids: Any, embeddings: tf.Tensor) -> tf.Tensor:
+    """The fingerprints as `(batch, texts per row)`, whatever shape Keras passed them in."""
+    return tf.reshape(tf.convert_to_tensor(text_ids), [tf.shape(embeddings)[0], -1])
+
+
+def hard_negative_candidates(
+    embeddings: tf.Tensor, text_ids: tf.Tensor, across_replicas: bool
+) -> tuple[tf.Tensor, tf.Tensor] | None:
+    """The explicit hard negatives of a batch as extra candidates, or None without them.
+
+    Why: in-batch negatives are mostly easy (another pair's unrelated text); a third text
+    per row, chosen to be close but wrong (a contradiction, a near-duplicate question),
+    teaches the finer distinctions. Every row's negative is a candidate for every anchor, as
+    the other rows' positives are; a negative whose text is a row's own anchor or positive
+    is masked for that row.
+
+    Args:
+        embeddings: `(batch, 3, dim)` anchors, positives and negatives (or `(batch, 2, dim)`,
+            which has none).
+        text_ids: `(batch, 3)` text fingerprints of the rows.
+        across_replicas: Gather every replica's negatives when more than one is in sync.
+
+    Returns:
+        `(negatives, masked)`: the candidate negatives `(candidates, dim)` and where one is
+        not a negative of a row `(batch, candidates)`; None for two texts per row.
+
+    Example:
+        >>> import numpy as np
+        >>> rows = np.zeros((2, 3, 4), "float32")
+        >>> ids = np.array([[1, 2, 3], [4, 5, 1]])  # row 1's negative is row 0's anchor text
+        >>> negatives, masked = hard_negative_candidates(rows, ids, across_replicas=False)
+        >>> masked.numpy().tolist()
+        [[False, True], [False, False]]
+    """
+    embeddings = tf.convert_to_tensor(embeddings)
+    if embeddings.shape[1] != 3:
+        return None
+    ids = _row_ids(text_ids, embeddings)
+    negatives, negative_ids = embeddings[:, 2], ids[:, 2]
+    context = tf.distribute.get_replica_context()
+    if across_replicas and context is not None and context.num_replicas_in_sync > 1:
+        negatives = context.all_gather(negatives, axis=0)
+        negative_ids = context.all_gather(negative_ids, axis=0)
+    masked = tf.equal(ids[:, None, 0], negative_ids[None, :]) | tf.equal(
+        ids[:, None, 1], negative_ids[None, :]
+    )
+    return negatives, masked
 
 
 def false_negatives(ids: tf.Tensor, candidate_ids: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
@@ -175,11 +224,14 @@ class InBatchNegativesLoss(keras.losses.Loss):
     positive text equals the row's is another true positive, not a negative, so it is masked out.
     `symmetric` adds the reverse direction (each positive picks its anchor);
     `across_replicas` draws the negatives from the whole global batch under a distribution
-    strategy (see `batch_candidates`).
+    strategy (see `batch_candidates`). With `(batch, 3, dim)` embeddings, each row's third
+    text is a hard negative, a candidate for every anchor beside the batch's positives
+    (`hard_negative_candidates`).
     """
 
     label_type: ClassVar[str | None] = None
     uses_text_ids = True  # SiameseModel passes text fingerprints as y_true
+    uses_negatives = True  # and a third text per row, when the data have one
 
     def __init__(
         self,
@@ -200,16 +252,21 @@ class InBatchNegativesLoss(keras.losses.Loss):
         )
         masked = false_negatives(ids, all_ids, targets)
 
-        def cross_entropy(queries: tf.Tensor, candidates: tf.Tensor) -> tf.Tensor:
+        def cross_entropy(queries: tf.Tensor, candidates: tf.Tensor, masked) -> tf.Tensor:
             scores = self.scale * tf.matmul(queries, candidates, transpose_b=True)
             scores = tf.where(masked, tf.cast(-1e9, scores.dtype), scores)
             return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=scores)
 
-        loss = cross_entropy(anchors, all_positives)
+        candidates, candidates_masked = all_positives, masked
+        hard = hard_negative_candidates(y_pred, y_true, self.across_replicas)
+        if hard is not None:
+            candidates = tf.concat([all_positives, hard[0]], axis=0)
+            candidates_masked = tf.concat([masked, hard[1]], axis=1)
+        loss = cross_entropy(anchors, candidates, candidates_masked)
         if not self.symmetric:
             return loss
         # each positive also picks its own anchor among the batch's anchors
-        return (loss + cross_entropy(positives, all_anchors)) / 2.0
+        return (loss + cross_entropy(positives, all_anchors, masked)) / 2.0
 
     def get_config(self) -> dict:
         return {
@@ -229,7 +286,8 @@ class TripletLoss(keras.losses.Loss):
     similar negative (batch-hard, Hermans et al., 2017); `mining="all"` averages over every
     negative that still violates the margin (batch-all). Rows sharing a text are not
     negatives of each other. `across_replicas` draws the negatives from the whole global
-    batch under a distribution strategy.
+    batch under a distribution strategy. With `(batch, 3, dim)` embeddings, each row's third
+    text is one more negative for every anchor (`hard_negative_candidates`).
 
     Args:
         margin: How much more similar the positive must be than a negative, in (0, 2].
@@ -251,6 +309,7 @@ class TripletLoss(keras.losses.Loss):
 
     label_type: ClassVar[str | None] = None
     uses_text_ids = True
+    uses_negatives = True
 
     def __init__(
         self,
@@ -272,10 +331,15 @@ class TripletLoss(keras.losses.Loss):
         anchors, positives, ids, _, all_positives, all_ids, targets = batch_candidates(
             y_pred, y_true, self.across_replicas
         )
-        similarities = tf.matmul(anchors, all_positives, transpose_b=True)
-        positive = tf.reduce_sum(anchors * positives, axis=-1)
+        candidates = all_positives
         own = tf.equal(targets[:, None], tf.range(tf.shape(all_ids)[0])[None, :])
         not_negative = false_negatives(ids, all_ids, targets) | own
+        hard = hard_negative_candidates(y_pred, y_true, self.across_replicas)
+        if hard is not None:
+            candidates = tf.concat([all_positives, hard[0]], axis=0)
+            not_negative = tf.concat([not_negative, hard[1]], axis=1)
+        similarities = tf.matmul(anchors, candidates, transpose_b=True)
+        positive = tf.reduce_sum(anchors * positives, axis=-1)
         negatives = tf.where(not_negative, tf.cast(-3.0, similarities.dtype), similarities)
         violations = tf.nn.relu(negatives - positive[:, None] + self.margin)
         if self.mining == "hard":

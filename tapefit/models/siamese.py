@@ -116,6 +116,9 @@ class SiameseModel(TapeModel):
         retrieval: `enabled` adds retrieval metrics (recall@1/5/10, MRR@10, NDCG@10) on the
             validation split each epoch and on the test split; `positive_label` (default 4.0)
             is the graded label from which a pair is relevant.
+        hard_negatives: The training inputs are `(texts_a, texts_b, negatives)`: each pair
+            brings a text its loss ranks below `texts_b` (the data set it with
+            `data.negative_column`); only `in_batch_negatives` and `triplet` use it.
         **kwargs: `keras.Model`'s keyword arguments (`name`, `dtype`, ...).
 
     Raises:
@@ -150,6 +153,7 @@ class SiameseModel(TapeModel):
         label_type: Literal["graded", "binary"] = "graded",
         label_range: Sequence[float] = (0.0, 5.0),
         retrieval: RetrievalOptions | None = None,
+        hard_negatives: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -170,6 +174,7 @@ class SiameseModel(TapeModel):
         self.label_type = str(label_type)
         self.label_range = [float(v) for v in label_range]
         self.retrieval_settings = dict(retrieval or {})
+        self.hard_negatives = bool(hard_negatives)
         if self.vocabulary is not None:
             self.vectorizer = layers.TextVectorization(
                 vocabulary=self.vocabulary, output_sequence_length=self.sequence_length
@@ -291,16 +296,23 @@ class SiameseModel(TapeModel):
         """The metric a run selects on when the config names none.
 
         Args:
-            data: The configured data options; their `label_type` decides.
+            data: The configured data options; their `label_type` decides, and pair files
+                without labels (`label_column: null`, every pair positive), which leave no
+                correlation to rank on, select on the validation loss.
 
         Returns:
-            `val_spearman` for graded labels, `val_auc` for binary ones.
+            `val_spearman` for graded labels, `val_auc` for binary ones, `val_loss` without
+            labels.
 
         Examples:
             >>> from tapefit import SiameseModel
             >>> SiameseModel.default_objective({"label_type": "binary"})
             'val_auc'
+            >>> SiameseModel.default_objective({"label_column": None})
+            'val_loss'
         """
+        if "label_column" in data and data["label_column"] is None:
+            return "val_loss"
         return "val_auc" if data.get("label_type") == "binary" else "val_spearman"
 
     def prediction_columns(self, pairs: Any, similarities: Any) -> dict[str, Any]:
@@ -333,11 +345,18 @@ class SiameseModel(TapeModel):
             `{"loss": ...}` for `Model.compile`.
 
         Raises:
-            TapefitError: for a loss that needs the other kind of labels, naming both fixes.
+            TapefitError: for a loss that needs the other kind of labels, naming both fixes,
+                or hard negatives for a loss that cannot use them.
         """
         options = dict(self.loss_settings)
         name = options.pop("name", "cosine_mse")
         loss = make_pair_loss(name, label_range=self.label_range, **options)
+        if self.hard_negatives and not getattr(loss, "uses_negatives", False):
+            raise TapefitError(
+                f"data.negative_column gives hard negatives, which model.loss.name={name} "
+                "cannot use: set model.loss.name=in_batch_negatives or triplet, or "
+                "data.negative_column=null"
+            )
         if loss.label_type not in (None, self.label_type):
             others = losses_for_labels(self.label_type)
             words = {"graded": "graded", "binary": "binary 0/1"}
@@ -381,7 +400,7 @@ class SiameseModel(TapeModel):
             The queries, corpus and relevance `RetrievalMetrics` and `report` score.
         """
         positive = float(self.retrieval_settings.get("positive_label", 4.0))
-        return pair_task(*split, label_type=self.label_type, positive_label=positive)
+        return pair_task(*split[:3], label_type=self.label_type, positive_label=positive)
 
     def report(self, data: Any, run_dir: Path) -> dict[str, Any]:
         """Test-split metrics, `similarity.png`, and the lines the reader skipped.
@@ -508,28 +527,38 @@ class SiameseModel(TapeModel):
         The metrics still see the cosine scores, as `call` returns them. A loss with
         `uses_text_ids` gets the texts' fingerprints as targets instead of the labels.
 
+        With hard negatives the inputs hold a third text per pair; the loss then sees
+        `(batch, 3, dim)` embeddings (anchor, positive, negative) and three fingerprints.
+
         Args:
-            data: `((texts_a, texts_b), labels)`, optionally with sample weights; the labels
-                may be missing for losses that need none.
+            data: `((texts_a, texts_b), labels)` or `((texts_a, texts_b, negatives), labels)`,
+                optionally with sample weights; the labels may be missing for losses that
+                need none.
             training: True in `train_step`, False in `test_step`.
 
         Returns:
-            The loss and, for the metrics, the labels and the cosines.
+            The loss and, for the metrics, the labels and the cosines of the pairs.
         """
-        (texts_a, texts_b), labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        pair = self.embed_pairs(texts_a, texts_b, training)
+        texts, labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        texts = tuple(texts)
+        pair = self.embed_pairs(texts[0], texts[1], training)
+        embeddings = pair
+        if len(texts) > 2:
+            if not getattr(self.loss, "uses_negatives", False):
+                raise TapefitError(
+                    f"{type(self.loss).__name__} cannot use hard negatives (a third text per "
+                    "pair): compile with InBatchNegativesLoss or TripletLoss"
+                )
+            negatives = self.embed(texts[2], training)[:, None, :]
+            embeddings = tf.concat([pair, tf.cast(negatives, pair.dtype)], axis=1)
         if getattr(self.loss, "uses_text_ids", False):
-            targets = tf.stack([text_fingerprint(texts_a), text_fingerprint(texts_b)], axis=1)
+            targets = tf.stack([text_fingerprint(t) for t in texts], axis=1)
         elif labels is None:
             targets = tf.zeros(tf.shape(pair)[:1])
         else:
             targets = labels
         loss = self.compute_loss(
-            x=(texts_a, texts_b),
-            y=targets,
-            y_pred=pair,
-            sample_weight=sample_weight,
-            training=training,
+            x=texts, y=targets, y_pred=embeddings, sample_weight=sample_weight, training=training
         )
         return StepOutput(loss, labels, pair_cosine(pair), sample_weight)
 
@@ -607,6 +636,7 @@ class SiameseModel(TapeModel):
             "label_type": self.label_type,
             "label_range": self.label_range,
             "retrieval": self.retrieval_settings,
+            "hard_negatives": self.hard_negatives,
         }
 
 

@@ -24,6 +24,7 @@ NOT_WRITTEN = {
     "sequence_length": "from the data (data.sequence_length)",
     "label_type": "from the data",
     "label_range": "from the data",
+    "hard_negatives": "from the data (data.negative_column)",
     "gradient_accumulation_steps": "from trainer.gradient_accumulation_steps",
     "loss_scale_factor": "set by Keras' LossScaleOptimizer under mixed_float16",
     **{name: "Keras' own constructor argument" for name in KERAS_BASE_ARGUMENTS},

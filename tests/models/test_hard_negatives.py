@@ -1,0 +1,242 @@
+"""Hard negatives: a third text per pair (`data.negative_column`) that `in_batch_negatives` and
+`triplet` rank below the pair's positive, beside the batch's other positives. Values against a
+NumPy reference, gradients against finite differences, gathered across replicas against one
+device, and a run from a user's folder through the CLI."""
+
+import json
+import os
+import re
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tapefit
+from tapefit.data.loaders import pair_files
+from tapefit.data.synthetic_pairs import PairGenerator
+from tapefit.errors import TapefitError
+from tapefit.models.losses import InBatchNegativesLoss, TripletLoss, hard_negative_candidates
+from tests import processes
+from tests.models.test_pair_losses import negatives_of, replicated_loss_and_gradient
+
+
+def triples(seed, size=8, dim=6):
+    """Unit rows `(anchor, positive, negative)` and their text ids, with collisions: rows 0 and
+    1 share an anchor, row 1's negative is row 0's anchor text, row 2's negative is row 3's
+    positive text."""
+    rng = np.random.default_rng(seed)
+    rows = rng.normal(size=(size, 3, dim))
+    rows /= np.linalg.norm(rows, axis=-1, keepdims=True)
+    ids = np.arange(3 * size).reshape(size, 3)
+    ids[1, 0] = ids[0, 0]
+    ids[1, 2] = ids[0, 0]
+    ids[2, 2] = ids[3, 1]
+    return ids, rows
+
+
+def hard_negatives_of(ids, i):
+    """Rows j whose negative is a negative of row i: not row i's anchor or positive text."""
+    return [j for j in range(len(ids)) if ids[j, 2] not in (ids[i, 0], ids[i, 1])]
+
+
+def reference_ranking(ids, rows, scale, symmetric):
+    def cross_entropy(logits):  # the target is the first logit
+        return -(logits[0] - np.log(np.sum(np.exp(logits))))
+
+    forward, backward = [], []
+    for i in range(len(ids)):
+        others = negatives_of(ids[:, :2], i)
+        candidates = [rows[i, 1], *rows[others, 1], *rows[hard_negatives_of(ids, i), 2]]
+        forward.append(cross_entropy(scale * np.array(candidates) @ rows[i, 0]))
+        backward.append(cross_entropy(scale * rows[[i, *others], 0] @ rows[i, 1]))
+    return (np.mean(forward) + np.mean(backward)) / 2 if symmetric else np.mean(forward)
+
+
+def reference_triplet(ids, rows, margin, mining):
+    losses = []
+    for i in range(len(ids)):
+        positive = rows[i, 0] @ rows[i, 1]
+        negatives = [
+            *rows[negatives_of(ids[:, :2], i), 1],
+            *rows[hard_negatives_of(ids, i), 2],
+        ]
+        violations = [max(0.0, rows[i, 0] @ n - positive + margin) for n in negatives]
+        active = [v for v in violations if v > 0]
+        losses.append(max(violations) if mining == "hard" else sum(active) / max(len(active), 1))
+    return np.mean(losses)
+
+
+def test_the_collisions_are_masked_and_nothing_else():
+    ids, rows = triples(1)
+    _, masked = hard_negative_candidates(rows, ids, across_replicas=False)
+    expected = np.zeros((8, 8), bool)
+    expected[0, 1] = expected[1, 1] = True  # row 1's negative is rows 0 and 1's anchor text
+    expected[3, 2] = True  # row 2's negative is row 3's positive text
+    np.testing.assert_array_equal(masked.numpy(), expected)
+    assert hard_negative_candidates(rows[:, :2], ids[:, :2], across_replicas=False) is None
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_in_batch_negatives_with_hard_negatives_equals_its_reference(symmetric):
+    ids, rows = triples(2)
+    loss = InBatchNegativesLoss(scale=5.0, symmetric=symmetric)
+    expected = reference_ranking(ids, rows, 5.0, symmetric)
+    assert float(loss.call(ids, rows).numpy().mean()) == pytest.approx(expected, rel=1e-10)
+    assert float(loss(ids, rows.astype("float32"))) == pytest.approx(expected, rel=1e-5)
+    # the third text counts: the same pairs without it give another loss
+    without = float(loss.call(ids[:, :2], rows[:, :2]).numpy().mean())
+    assert without < expected - 1e-3
+
+
+@pytest.mark.parametrize("mining", ["hard", "all"])
+@pytest.mark.parametrize("margin", [0.3, 1.5])
+def test_triplet_with_hard_negatives_equals_its_reference(mining, margin):
+    ids, rows = triples(3)
+    loss = TripletLoss(margin=margin, mining=mining)
+    expected = reference_triplet(ids, rows, margin, mining)
+    assert float(loss.call(ids, rows).numpy().mean()) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "loss", [InBatchNegativesLoss(2.0, symmetric=True), TripletLoss(margin=1.5, mining="all")]
+)
+def test_gradients_with_hard_negatives_equal_finite_differences(loss):
+    ids, rows = triples(4, size=5)
+    check = tapefit.gradcheck(lambda r: tf.reduce_mean(loss.call(ids, r)), rows, samples=24)
+    assert check.checked == 24 and check.max_relative_error < 1e-6
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda gather: InBatchNegativesLoss(5.0, symmetric=True, across_replicas=gather),
+        lambda gather: TripletLoss(margin=1.5, mining="all", across_replicas=gather),
+    ],
+    ids=["in_batch_negatives", "triplet"],
+)
+def test_hard_negatives_gathered_across_replicas_equal_one_device(mirrored_strategy, make):
+    ids, rows = triples(5)
+    rows = rows.astype("float32")
+    whole = tf.Variable(rows)
+    with tf.GradientTape() as tape:
+        expected = tf.reduce_mean(make(False).call(ids, whole))
+    expected_gradient = tape.gradient(expected, whole).numpy()
+    value, gradient = replicated_loss_and_gradient(mirrored_strategy, make(True), ids, rows)
+    assert value == pytest.approx(float(expected), abs=1e-6)
+    np.testing.assert_allclose(gradient, expected_gradient, atol=1e-6)
+
+
+def write_triples(path, generator, count, labels=False):
+    """Anchor, positive, negative (another row's positive) and, with `labels`, a score."""
+    anchors, positives, scores = generator.pairs(count)
+    negatives = np.roll(positives, 1)
+    header = ["anchor", "positive", "negative", *(["score"] if labels else [])]
+    rows = [
+        "\t".join([a, p, n, *([f"{s:.2f}"] if labels else [])])
+        for a, p, n, s in zip(anchors, positives, negatives, scores, strict=True)
+    ]
+    path.write_text("\n".join(["\t".join(header), *rows]) + "\n")
+    return anchors, positives, negatives
+
+
+def test_a_pair_file_with_negatives_feeds_three_texts_and_its_vocabulary(tmp_path):
+    generator = PairGenerator(seed=5)
+    _, _, negatives = write_triples(tmp_path / "train.tsv", generator, 60)
+    lone = "zzzonlynegative"
+    text = (tmp_path / "train.tsv").read_text().replace(negatives[7], lone, 1)
+    (tmp_path / "train.tsv").write_text(text)
+    data = pair_files(
+        str(tmp_path / "train.tsv"),
+        text1_column="anchor",
+        text2_column="positive",
+        label_column=None,
+        negative_column="negative",
+        batch_size=8,
+    )
+    assert data.has_negatives and data.sizes == {"train": 49, "test": 6, "val": 5}  # 10 %, 10 %
+    (texts, labels) = next(iter(data.train))
+    assert len(texts) == 3 and texts[2].shape == (8,)
+    assert set(labels.numpy()) == {5.0}  # no label column: every pair is positive
+    arguments = data.model_arguments()
+    assert arguments["hard_negatives"] is True and lone in arguments["vocabulary"]
+    assert len(next(iter(data.inputs("val")))[0]) == 2  # predict and metrics see pairs
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"negative_column": "negative", "stream": True, "validation_path": "v.tsv"},
+            "data.negative_column is read into memory: set data.stream=false",
+        ),
+        (
+            {"negative_column": "positive"},
+            "data.negative_column=positive is also data.text2_column",
+        ),
+    ],
+)
+def test_bad_negative_settings_are_one_line_before_anything_is_read(overrides, message):
+    given = {"train_path": "t.tsv", "text1_column": "anchor", "text2_column": "positive"}
+    with pytest.raises(TapefitError, match=re.escape(message)) as error:
+        pair_files.check_options({**given, **overrides})  # what a run checks first
+    assert "\n" not in str(error.value)
+
+
+def test_a_siamese_model_without_a_negative_loss_refuses_negatives():
+    model = tapefit.SiameseModel(vocab_size=20, sequence_length=4, hard_negatives=True)
+    with pytest.raises(TapefitError, match=r"model\.loss\.name=cosine_mse cannot use") as error:
+        model.compile_defaults()
+    assert "\n" not in str(error.value)
+    again = tapefit.SiameseModel.from_config(model.get_config())
+    assert again.hard_negatives is True
+
+
+def cli(project, *overrides):
+    return processes.run(
+        [
+            *(sys.executable, "-m", "tapefit", "experiment=siamese", "data=pairs_file"),
+            *("data.train_path=train.tsv", "data.test_path=test.tsv"),
+            *("data.text1_column=anchor", "data.text2_column=positive"),
+            *("data.negative_column=negative", "data.label_column=score"),
+            *("trainer.verbose=0", *overrides),
+        ],
+        cwd=project,
+        env=dict(os.environ, KERAS_BACKEND="tensorflow"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.slow  # end to end over the CLI
+def test_hard_negatives_train_from_a_users_folder_and_a_wrong_loss_stops_before_training(
+    tmp_path,
+):
+    generator = PairGenerator(seed=7)
+    write_triples(tmp_path / "train.tsv", generator, 400, labels=True)
+    anchors, positives, negatives = write_triples(tmp_path / "test.tsv", generator, 60, True)
+    refused = cli(tmp_path, "hydra.run.dir=refused")
+    assert refused.returncode == 2 and "Epoch 1" not in refused.stdout  # 2: a bad config
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith("tapefit: error: data.negative_column gives hard negatives, which ")
+    assert not (tmp_path / "refused" / "model.keras").exists()
+
+    result = cli(
+        tmp_path,
+        "model.loss.name=in_batch_negatives",
+        "model.retrieval.enabled=true",
+        "trainer.epochs=3",
+        "hydra.run.dir=run",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["samples"]["train"] == 360 and 0 < metrics["test_recall_at_10"] <= 1
+    history = json.loads((tmp_path / "run" / "history.json").read_text())
+    assert history["loss"][-1] < history["loss"][0]
+    model = keras.models.load_model(tmp_path / "run" / "model.keras")
+    assert model.hard_negatives is True
+    positive = model.similarity(list(anchors), list(positives))
+    negative = model.similarity(list(anchors), list(negatives))
+    assert np.mean(positive > negative) > 0.6  # test pairs: the positive ranks above
