@@ -24,6 +24,7 @@ NOT_WRITTEN = {
     "sequence_length": "from the data (data.sequence_length)",
     "label_type": "from the data",
     "label_range": "from the data",
+    "tokenizer": "from the data (data.tokenizer), which learns the vocabulary it reads",
     "gradient_accumulation_steps": "from trainer.gradient_accumulation_steps",
     "loss_scale_factor": "set by Keras' LossScaleOptimizer under mixed_float16",
     **{name: "Keras' own constructor argument" for name in KERAS_BASE_ARGUMENTS},
