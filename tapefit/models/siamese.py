@@ -2,7 +2,9 @@
 
 It is the model of the GradientTape tutorial (Embedding + LSTM, maximise the cosine of two
 inputs) made complete: raw strings in (a `TextVectorization` saved with the model) or token ids,
-pair losses that see both embeddings inside the tape, and `encode`/`similarity` for use.
+pair losses that see both embeddings inside the tape, and `encode`/`similarity` for use. With
+`tokenizer="wordpiece"` the strings become subword pieces (keras-hub's `WordPieceTokenizer`,
+`tapefit.data.wordpiece`), so a word unseen in training is not lost.
 """
 
 from __future__ import annotations
@@ -102,9 +104,8 @@ class SiameseModel(TapeModel):
     takes raw strings and saves with its vocabulary. Inputs are `(texts_a, texts_b)`:
     strings when `vocabulary` is given (a `TextVectorization` with that vocabulary lives in
     the model, or keras-hub's `WordPieceTokenizer` with `tokenizer="wordpiece"`), otherwise
-    integer token ids below `vocab_size`. `call` returns the cosine of
-    each pair; compile it with a loss from `tapefit.models.losses` (`compile_defaults` gives
-    the configured one).
+    integer token ids below `vocab_size`. `call` returns the cosine of each pair; compile it
+    with a loss from `tapefit.models.losses` (`compile_defaults` gives the configured one).
 
     Args:
         vocabulary: The tokens of a `TextVectorization` inside the model (string inputs),
@@ -235,7 +236,7 @@ class SiameseModel(TapeModel):
                 "this model takes token ids"
             )
         embeddings = self.encoder.embedding.embeddings
-        vocabulary = [str(v) for v in self.vectorizer.get_vocabulary()]
+        vocabulary = self.vectorizer.get_vocabulary()
         if self.tokenizer == Tokenizer.wordpiece:
             match = match_vocabulary(
                 path, vocabulary, embeddings.numpy(), first_word=0, looked_up=is_word_start
