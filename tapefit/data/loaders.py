@@ -28,9 +28,11 @@ from tapefit.data.images import (
 from tapefit.data.pair_files import PairFileSpec, checked_file, expand_paths
 from tapefit.data.pair_stream import StreamedPairData, streamed_pair_data
 from tapefit.data.pairs import PairData, file_splits, pair_data, read_pair_files, synthetic_splits
+from tapefit.data.wordpiece import check_installed
 from tapefit.errors import TapefitError
 
 LabelTypeName = Literal["graded", "binary"]
+TokenizerName = Literal["word", "wordpiece"]
 PairPaths = str | list[str] | None  # a file, a glob ('shards/*.tsv') or a list of them
 
 
@@ -266,6 +268,11 @@ def _check_text_options(options: Mapping[str, Any]) -> None:
     at_least_or_null(options["sequence_length"], 1, "sequence_length", null=False)
     at_least_or_null(options["max_tokens"], 3, "max_tokens")
     at_least_or_null(options["batch_size"], 1, "batch_size", null=False)
+    at_least_or_null(
+        options["wordpiece_vocabulary_size"], 3, "wordpiece_vocabulary_size", null=False
+    )
+    if options["tokenizer"] == "wordpiece":
+        check_installed("data.tokenizer=wordpiece")
 
 
 def _check_synthetic_pairs(given: Mapping[str, Any]) -> None:
@@ -275,20 +282,29 @@ def _check_synthetic_pairs(given: Mapping[str, Any]) -> None:
         at_least_or_null(options[f"{split}_size"], 1, f"{split}_size", null=False)
 
 
-def with_text_options(data: PairData, sequence_length: int, max_tokens: int | None) -> PairData:
+def with_text_options(
+    data: PairData,
+    sequence_length: int,
+    max_tokens: int | None,
+    tokenizer: str = "word",
+    wordpiece_vocabulary_size: int = 8000,
+) -> PairData:
     """`data` carrying how its texts become tokens (the vectoriser the model will hold).
 
     Args:
         data: The pair data.
         sequence_length: Tokens per text after vectorisation.
-        max_tokens: Vocabulary size cap; None: no cap.
+        max_tokens: Vocabulary size cap of the word tokenizer; None: no cap.
+        tokenizer: `word` or `wordpiece`.
+        wordpiece_vocabulary_size: The WordPiece vocabulary's size cap.
 
     Returns:
         A copy of `data` with `text_options` set.
     """
-    return dataclasses.replace(
-        data, text_options={"sequence_length": sequence_length, "max_tokens": max_tokens}
-    )
+    options: dict[str, Any] = {"sequence_length": sequence_length, "max_tokens": max_tokens}
+    if tokenizer != "word":  # the word tokenizer's options stay as they always were
+        options.update(tokenizer=tokenizer, wordpiece_vocabulary_size=wordpiece_vocabulary_size)
+    return dataclasses.replace(data, text_options=options)
 
 
 @checked_by(_check_synthetic_pairs)
@@ -297,6 +313,8 @@ def synthetic_pairs(
     batch_size: int = 64,
     sequence_length: int = 16,
     max_tokens: int | None = 20000,
+    tokenizer: TokenizerName = "word",
+    wordpiece_vocabulary_size: int = 8000,
     cache: bool = True,
     train_size: int = 8000,
     val_size: int = 500,
@@ -312,8 +330,13 @@ def synthetic_pairs(
     Args:
         label_type: `graded` (0-5 scores) or `binary` (0/1 same/different).
         batch_size: Pairs per batch.
-        sequence_length: Tokens per text after vectorisation (padded or cut).
+        sequence_length: Tokens (words or pieces) per text after vectorisation (padded or
+            cut).
         max_tokens: Vocabulary size cap, adapted on the training texts; None: no cap.
+        tokenizer: `word` (whole words; an unseen word is one OOV id) or `wordpiece`
+            (subwords learnt on the training texts; an unseen word is split into known
+            pieces; needs `pip install 'tapefit[text]'`).
+        wordpiece_vocabulary_size: With `wordpiece`: the most entries of the vocabulary.
         cache: Keep the pipelines' elements in memory after the first epoch.
         train_size: Training pairs generated.
         val_size: Validation pairs generated.
@@ -333,7 +356,9 @@ def synthetic_pairs(
     sizes = {"train": train_size, "val": val_size, "test": test_size}
     splits, label_range = synthetic_splits(sizes, label_type, seed)
     data = pair_data(splits, label_type, label_range, batch_size=batch_size, seed=seed, cache=cache)
-    return with_text_options(data, sequence_length, max_tokens)
+    return with_text_options(
+        data, sequence_length, max_tokens, tokenizer, wordpiece_vocabulary_size
+    )
 
 
 def _check_pair_files(given: Mapping[str, Any]) -> None:
@@ -396,6 +421,8 @@ def pair_files(
     batch_size: int = 64,
     sequence_length: int = 32,
     max_tokens: int | None = 20000,
+    tokenizer: TokenizerName = "word",
+    wordpiece_vocabulary_size: int = 8000,
     cache: bool = True,
     val_fraction: float = 0.1,
     test_fraction: float = 0.1,
@@ -431,8 +458,13 @@ def pair_files(
         max_skipped_fraction: With `skip`: refuse a file that loses more of its lines.
         encoding: The files' text encoding (a UTF-8 byte-order mark is dropped).
         batch_size: Pairs per batch.
-        sequence_length: Tokens per text after vectorisation (padded or cut).
+        sequence_length: Tokens (words or pieces) per text after vectorisation (padded or
+            cut).
         max_tokens: Vocabulary size cap, adapted on the training texts; None: no cap.
+        tokenizer: `word` (whole words; an unseen word is one OOV id) or `wordpiece`
+            (subwords learnt on the training texts, with `stream` on the vocabulary sample;
+            needs `pip install 'tapefit[text]'`).
+        wordpiece_vocabulary_size: With `wordpiece`: the most entries of the vocabulary.
         cache: Keep the in-memory pipelines' elements after the first epoch.
         val_fraction: Share of training pairs held out when there is no validation file.
         test_fraction: Share of training pairs held out when there is no test file.
@@ -482,7 +514,9 @@ def pair_files(
         data = _streamed_pairs(paths, spec, batch_size, seed, limits, max_held_out_pairs)
         labels = np.concatenate([data.vocabulary_sample[2], *(s[2] for s in data.splits.values())])
         check_label_type(labels, spec)
-        return with_text_options(data, sequence_length, max_tokens)
+        return with_text_options(
+            data, sequence_length, max_tokens, tokenizer, wordpiece_vocabulary_size
+        )
     splits, skipped = file_splits(paths, spec, val_fraction, test_fraction, seed)
     check_label_type(np.concatenate([split[2] for split in splits.values()]), spec)
     data = pair_data(
@@ -494,7 +528,9 @@ def pair_files(
         cache=cache,
         skipped_lines=skipped,
     )
-    return with_text_options(data, sequence_length, max_tokens)
+    return with_text_options(
+        data, sequence_length, max_tokens, tokenizer, wordpiece_vocabulary_size
+    )
 
 
 def _streamed_pairs(

@@ -18,6 +18,7 @@ from tapefit.data.synthetic_pairs import (
     PairGenerator,
     binary_labels,
 )
+from tapefit.data.wordpiece import learn_wordpiece_vocabulary
 from tapefit.errors import TapefitError
 
 # texts_a, texts_b, labels, and each row's hard negative text when the data have them
@@ -46,7 +47,7 @@ class PairData:
         cache: Whether the pipelines keep their elements after the first epoch.
         skipped_lines: Bad lines skipped while reading the files.
         text_options: How texts become tokens in the model (`sequence_length`,
-            `max_tokens`).
+            `max_tokens`, `tokenizer`, `wordpiece_vocabulary_size`).
     """
 
     train: tf.data.Dataset
@@ -59,7 +60,8 @@ class PairData:
     seed: int
     cache: bool
     skipped_lines: int = 0
-    # How texts become tokens in the model: sequence_length and max_tokens (the loader's keys).
+    # How texts become tokens in the model: sequence_length, max_tokens, tokenizer and
+    # wordpiece_vocabulary_size (the loader's keys).
     text_options: dict[str, Any] = field(default_factory=dict)
 
     def rebuilt(self, batch_size: int) -> PairData:
@@ -85,20 +87,33 @@ class PairData:
     def model_arguments(self) -> dict[str, Any]:
         """What a pair model built for these data is told about them.
 
-        The vocabulary adapted on the training texts (capped by `max_tokens`), the sequence
-        length, and the labels' type and range (which pick and scale the pair loss): a run
-        passes them to the model's constructor, so the config need not repeat them.
+        The vocabulary learnt on the training texts (words capped by `max_tokens`, or with
+        `tokenizer=wordpiece` a WordPiece vocabulary of at most `wordpiece_vocabulary_size`
+        entries, and then `tokenizer="wordpiece"` too), the sequence length, and the labels'
+        type and range (which pick and scale the pair loss): a run passes them to the model's
+        constructor, so the config need not repeat them.
 
         Returns:
             Keyword arguments for `SiameseModel` (a subclass takes them too).
+
+        Raises:
+            TapefitError: `tokenizer=wordpiece` without keras-hub installed.
         """
         options = {"sequence_length": 32, "max_tokens": 20000, **self.text_options}
+        wordpiece = options.get("tokenizer", "word") == "wordpiece"
+        if wordpiece:
+            size = options.get("wordpiece_vocabulary_size", 8000)
+            vocabulary = learn_wordpiece_vocabulary(self.training_texts(), size)
+        else:
+            vocabulary = adapt_vocabulary(self.training_texts(), options["max_tokens"])
         arguments = {
-            "vocabulary": adapt_vocabulary(self.training_texts(), options["max_tokens"]),
+            "vocabulary": vocabulary,
             "sequence_length": options["sequence_length"],
             "label_type": self.label_type,
             "label_range": list(self.label_range),
         }
+        if wordpiece:
+            arguments["tokenizer"] = "wordpiece"
         if self.has_negatives:
             arguments["hard_negatives"] = True
         return arguments

@@ -2,7 +2,9 @@
 
 It is the model of the GradientTape tutorial (Embedding + LSTM, maximise the cosine of two
 inputs) made complete: raw strings in (a `TextVectorization` saved with the model) or token ids,
-pair losses that see both embeddings inside the tape, and `encode`/`similarity` for use.
+pair losses that see both embeddings inside the tape, and `encode`/`similarity` for use. With
+`tokenizer="wordpiece"` the strings become subword pieces (keras-hub's `WordPieceTokenizer`,
+`tapefit.data.wordpiece`), so a word unseen in training is not lost.
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ from keras import layers
 
 from tapefit.choices import parse_choice
 from tapefit.data.pairs import adapt_vocabulary
+from tapefit.data.wordpiece import (
+    Tokenizer,
+    is_word_start,
+    learn_wordpiece_vocabulary,
+    wordpiece_layer,
+)
 from tapefit.errors import TapefitError
 from tapefit.models.layers import TextEncoder
 from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss, pair_cosine
@@ -95,13 +103,15 @@ class SiameseModel(TapeModel):
     inside the tape (which Keras' compiled loss of `call`'s output cannot), and the model
     takes raw strings and saves with its vocabulary. Inputs are `(texts_a, texts_b)`:
     strings when `vocabulary` is given (a `TextVectorization` with that vocabulary lives in
-    the model), otherwise integer token ids below `vocab_size`. `call` returns the cosine of
-    each pair; compile it with a loss from `tapefit.models.losses` (`compile_defaults` gives
-    the configured one).
+    the model, or keras-hub's `WordPieceTokenizer` with `tokenizer="wordpiece"`), otherwise
+    integer token ids below `vocab_size`. `call` returns the cosine of each pair; compile it
+    with a loss from `tapefit.models.losses` (`compile_defaults` gives the configured one).
 
     Args:
-        vocabulary: The tokens of a `TextVectorization` inside the model (string inputs);
-            `from_texts` adapts one.
+        vocabulary: The tokens of a `TextVectorization` inside the model (string inputs),
+            without its padding and OOV entries; with `tokenizer="wordpiece"`, a whole
+            WordPiece vocabulary, `[PAD]` at id 0 and `[UNK]` in it. `from_texts` learns
+            either.
         vocab_size: For token-id inputs, without a vocabulary: ids lie below it.
         sequence_length: Tokens per text after vectorisation (padded or cut).
         encoder: `TextEncoder`'s options (`embedding_dim`, `rnn`, `units`, `num_layers`,
@@ -119,11 +129,16 @@ class SiameseModel(TapeModel):
         hard_negatives: The training inputs are `(texts_a, texts_b, negatives)`: each pair
             brings a text its loss ranks below `texts_b` (the data set it with
             `data.negative_column`); only `in_batch_negatives` and `triplet` use it.
+        tokenizer: How strings become ids: `word` (Keras' `TextVectorization`: whole words,
+            an unseen word is the one OOV id) or `wordpiece` (keras-hub's
+            `WordPieceTokenizer`, lowercased: an unseen word is split into known pieces;
+            needs `pip install 'tapefit[text]'`). Id 0 is padding either way.
         **kwargs: `keras.Model`'s keyword arguments (`name`, `dtype`, ...).
 
     Raises:
-        TapefitError: neither `vocabulary` nor `vocab_size`, or an encoder or loss option no
-            model can use.
+        TapefitError: neither `vocabulary` nor `vocab_size`, an unknown `tokenizer`, a
+            WordPiece vocabulary without `[PAD]` first or `[UNK]` (or keras-hub missing),
+            or an encoder or loss option no model can use.
 
     Examples:
         >>> import numpy as np, tensorflow as tf
@@ -154,6 +169,7 @@ class SiameseModel(TapeModel):
         label_range: Sequence[float] = (0.0, 5.0),
         retrieval: RetrievalOptions | None = None,
         hard_negatives: bool = False,
+        tokenizer: Literal["word", "wordpiece"] = "word",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -162,8 +178,19 @@ class SiameseModel(TapeModel):
                 "SiameseModel needs a vocabulary (string inputs) or a vocab_size (token ids)"
             )
         self.check_options(
-            {"encoder": encoder or {}, "loss": loss or {}, "retrieval": retrieval or {}}
+            {
+                "encoder": encoder or {},
+                "loss": loss or {},
+                "retrieval": retrieval or {},
+                "tokenizer": tokenizer,
+            }
         )
+        self.tokenizer = parse_choice(Tokenizer, tokenizer, "model.tokenizer").value
+        if self.tokenizer == Tokenizer.wordpiece and vocabulary is None:
+            raise TapefitError(
+                "tokenizer=wordpiece needs a vocabulary (string inputs); a model of token ids "
+                "takes tokenizer=word"
+            )
         self.vocabulary = list(vocabulary) if vocabulary is not None else None
         self.sequence_length = int(sequence_length)
         self.encoder_settings = dict(encoder or {})
@@ -175,7 +202,10 @@ class SiameseModel(TapeModel):
         self.label_range = [float(v) for v in label_range]
         self.retrieval_settings = dict(retrieval or {})
         self.hard_negatives = bool(hard_negatives)
-        if self.vocabulary is not None:
+        if self.vocabulary is not None and self.tokenizer == Tokenizer.wordpiece:
+            self.vectorizer = wordpiece_layer(self.vocabulary, self.sequence_length)
+            vocab_size = self.vectorizer.vocabulary_size()
+        elif self.vocabulary is not None:
             self.vectorizer = layers.TextVectorization(
                 vocabulary=self.vocabulary, output_sequence_length=self.sequence_length
             )
@@ -193,7 +223,10 @@ class SiameseModel(TapeModel):
         """Put pretrained word vectors into the encoder's embedding for the vocabulary's words.
 
         The share of the vocabulary the file had is logged; the other words keep their
-        random start (`tapefit.models.word_vectors`).
+        random start (`tapefit.models.word_vectors`). With `tokenizer="wordpiece"` the
+        pieces that begin a word (not `##` continuations, not `[PAD]`/`[UNK]`) are looked
+        up as words: whole words get their vectors, and a piece that is only a word's start
+        gets the vector of the word it spells, if the file has one.
 
         Args:
             path: A GloVe or word2vec text file, vectors `embedding_dim` wide.
@@ -208,13 +241,21 @@ class SiameseModel(TapeModel):
                 "this model takes token ids"
             )
         embeddings = self.encoder.embedding.embeddings
-        match = match_vocabulary(path, self.vectorizer.get_vocabulary(), embeddings.numpy())
+        vocabulary = self.vectorizer.get_vocabulary()
+        if self.tokenizer == Tokenizer.wordpiece:
+            match = match_vocabulary(
+                path, vocabulary, embeddings.numpy(), first_word=0, looked_up=is_word_start
+            )
+            what = "word-start pieces of the wordpiece vocabulary"
+        else:
+            match = match_vocabulary(path, vocabulary, embeddings.numpy())
+            what = "vocabulary words"
         embeddings.assign(match.matrix)
         log.info(
-            "word vectors: %d of %d vocabulary words found in %s (%.1f%%); the others keep "
-            "their random start",
+            "word vectors: %d of %d %s found in %s (%.1f%%); the others keep their random start",
             match.found,
             match.words,
+            what,
             path,
             100 * match.share,
         )
@@ -226,32 +267,55 @@ class SiameseModel(TapeModel):
         sequence_length: int = 32,
         max_tokens: int | None = 20000,
         encoder: EncoderOptions | None = None,
+        tokenizer: Literal["word", "wordpiece"] = "word",
+        wordpiece_vocabulary_size: int = 8000,
         **kwargs: Any,
     ) -> SiameseModel:
-        """Adapt a `TextVectorization` on `texts` and build a model that takes raw strings.
+        """Learn a vocabulary on `texts` and build a model that takes raw strings.
 
         The vocabulary is learnt once here and then saved with the model, so a reloaded or
-        exported model vectorises texts exactly as in training.
+        exported model tokenises texts exactly as in training: a `TextVectorization`'s words
+        (`tokenizer="word"`) or a WordPiece vocabulary (`"wordpiece"`, keras-hub's
+        `compute_word_piece_vocabulary`, lowercased, `[PAD]` at id 0 and `[UNK]`).
 
         Args:
             texts: The training texts (both sides of every pair).
-            sequence_length: Tokens per text after vectorisation (padded or cut).
-            max_tokens: Vocabulary size cap (most frequent first); None: no cap.
+            sequence_length: Tokens (words or pieces) per text (padded or cut).
+            max_tokens: `word`: vocabulary size cap (most frequent first); None: no cap.
             encoder: `TextEncoder`'s options.
+            tokenizer: `word` or `wordpiece`.
+            wordpiece_vocabulary_size: `wordpiece`: the most entries of the vocabulary.
             **kwargs: The constructor's other arguments (`loss`, `label_type`, ...).
 
         Returns:
             A model whose inputs are raw strings.
+
+        Raises:
+            TapefitError: an unknown tokenizer, or `wordpiece` without keras-hub.
 
         Examples:
             >>> from tapefit import SiameseModel
             >>> model = SiameseModel.from_texts(["a cat sat", "a dog ran"], sequence_length=4)
             >>> sorted(map(str, model.vocabulary))
             ['a', 'cat', 'dog', 'ran', 'sat']
+            >>> pieces = SiameseModel.from_texts(
+            ...     ["a cat sat", "a dog ran"] * 10, sequence_length=4, tokenizer="wordpiece"
+            ... )
+            >>> ids = pieces.tokens(["cats"]).numpy()[0]  # "cats" is not in the texts
+            >>> [pieces.vocabulary[i] for i in ids if i]
+            ['cat', '##s']
         """
-        vocabulary = adapt_vocabulary(texts, max_tokens)
+        choice = parse_choice(Tokenizer, tokenizer, "tokenizer")
+        if choice == Tokenizer.wordpiece:
+            vocabulary = learn_wordpiece_vocabulary(texts, wordpiece_vocabulary_size)
+        else:
+            vocabulary = adapt_vocabulary(texts, max_tokens)
         return cls(
-            vocabulary=vocabulary, sequence_length=sequence_length, encoder=encoder, **kwargs
+            vocabulary=vocabulary,
+            sequence_length=sequence_length,
+            encoder=encoder,
+            tokenizer=choice.value,
+            **kwargs,
         )
 
     # -- what a tapefit run asks of its model (all optional; see tapefit.protocols) ------------
@@ -263,11 +327,14 @@ class SiameseModel(TapeModel):
         fails in a second with a message naming its config key.
 
         Args:
-            options: The configured constructor arguments (`encoder`, `loss`).
+            options: The configured constructor arguments (`encoder`, `loss`, `retrieval`,
+                `tokenizer`).
 
         Raises:
             TapefitError: naming the key, e.g. `model.encoder.units=0 must be at least 1`.
         """
+        if "tokenizer" in options:
+            parse_choice(Tokenizer, options["tokenizer"], "model.tokenizer")
         encoder = dict(options.get("encoder") or {})
         for key in ("embedding_dim", "units", "num_layers"):
             if key in encoder and encoder[key] < 1:
@@ -438,7 +505,10 @@ class SiameseModel(TapeModel):
 
         `serve(texts_a, texts_b)`: two string tensors `(batch,)`, the raw texts of each pair
         -> float32 cosine similarity `(batch,)`; `encode(texts)`: strings `(batch,)` ->
-        L2-normalised float32 embeddings `(batch, dim)`. The vectoriser is inside both.
+        L2-normalised float32 embeddings `(batch, dim)`. The vectoriser is inside both. With
+        `tokenizer="wordpiece"` it runs tensorflow-text ops: a serving process must
+        `import tensorflow_text` before `tf.saved_model.load` (else: "Op type not
+        registered 'RegexSplitWithOffsets'").
 
         Returns:
             `{name: (function, input specs)}` for the export.
@@ -461,7 +531,7 @@ class SiameseModel(TapeModel):
             texts: Strings `(batch,)`, or token ids for a model without a vocabulary.
 
         Returns:
-            int64 token ids `(batch, sequence_length)`.
+            int64 token ids `(batch, sequence_length)` (word or piece ids; 0 is padding).
         """
         if self.vectorizer is None:
             return texts
@@ -637,6 +707,7 @@ class SiameseModel(TapeModel):
             "label_range": self.label_range,
             "retrieval": self.retrieval_settings,
             "hard_negatives": self.hard_negatives,
+            "tokenizer": self.tokenizer,
         }
 
 

@@ -10,7 +10,7 @@ vectors then live in the model's weights, so a saved `.keras` file reloads witho
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +100,11 @@ def read_vectors(path: str | Path, wanted: set[str]) -> dict[str, np.ndarray]:
 
 
 def match_vocabulary(
-    path: str | Path, vocabulary: Sequence[str], initial: np.ndarray, first_word: int = 2
+    path: str | Path,
+    vocabulary: Sequence[str],
+    initial: np.ndarray,
+    first_word: int = 2,
+    looked_up: Callable[[str], bool] | None = None,
 ) -> VectorMatch:
     """The embedding matrix with the file's vectors put in for the vocabulary's words.
 
@@ -111,6 +115,8 @@ def match_vocabulary(
         initial: `(len(vocabulary), dim)`: the embedding's initial values, kept for words the
             file lacks.
         first_word: Rows before it (padding, OOV) are not words and are never looked up.
+        looked_up: Which of the other rows are words to look up (a WordPiece vocabulary's
+            word-start pieces, `tapefit.data.wordpiece.is_word_start`); None: all of them.
 
     Returns:
         The matrix and how many words were found.
@@ -126,8 +132,12 @@ def match_vocabulary(
         >>> match.matrix.tolist(), match.found, match.words
         ([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.0]], 1, 2)
     """
-    words = list(vocabulary)[first_word:]
-    vectors = read_vectors(path, set(words))
+    rows = [
+        (row, word)
+        for row, word in enumerate(list(vocabulary)[first_word:], first_word)
+        if looked_up is None or looked_up(word)
+    ]
+    vectors = read_vectors(path, {word for _, word in rows})
     matrix = np.array(initial, dtype="float32", copy=True)
     if vectors:
         width = len(next(iter(vectors.values())))
@@ -138,9 +148,9 @@ def match_vocabulary(
                 f"model.encoder.embedding_dim={width}"
             )
     found = 0
-    for row, word in enumerate(words, first_word):
+    for row, word in rows:
         vector = vectors.get(word)
         if vector is not None:
             matrix[row] = vector
             found += 1
-    return VectorMatch(matrix, found, len(words))
+    return VectorMatch(matrix, found, len(rows))

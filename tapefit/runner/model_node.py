@@ -56,7 +56,37 @@ def check_model(cfg: Any) -> Any:
             f"model._target_={cfg.model._target_} is not a tapefit.TapeModel subclass: "
             + NOT_A_TAPE_MODEL
         )
-    return checked_target(cfg.model, "model", supplied=required_arguments(target))
+    checked = checked_target(cfg.model, "model", supplied=required_arguments(target))
+    check_tokenizer(cfg, target)
+    return checked
+
+
+def check_tokenizer(cfg: Any, target: Any) -> None:
+    """Refuse a `data.tokenizer` the model would not get: a WordPiece vocabulary means
+    nothing to a word vectoriser (and a word vocabulary nothing to WordPiece), so a model
+    that takes no `tokenizer` argument, or a `model.tokenizer` other than the data's, would
+    train on the wrong tokens."""
+    data = cfg.get("data") if isinstance(cfg, DictConfig) else None
+    if not isinstance(data, DictConfig) or not str(data.get("_target_", "")).startswith(
+        "tapefit.data."
+    ):
+        return  # a loader of your own means by its keys what it says
+    tokenizer = data.get("tokenizer")
+    if tokenizer is None:  # data that decide no tokenizer (images)
+        return
+    configured = cfg.model.get("tokenizer", tokenizer)
+    if configured != tokenizer:
+        raise TapefitError(
+            f"model.tokenizer={configured} differs from data.tokenizer={tokenizer}, which "
+            f"learns the vocabulary: set data.tokenizer={configured} and leave model.tokenizer "
+            "out (the data pass it on)"
+        )
+    if tokenizer != "word" and "tokenizer" not in accepted_arguments(target)[0]:
+        name = getattr(target, "__qualname__", target)
+        raise TapefitError(
+            f"data.tokenizer={tokenizer}: model {name} takes no tokenizer argument, so its "
+            "vectoriser could not read the data's vocabulary; use data.tokenizer=word"
+        )
 
 
 def build_model_from_config(cfg: Any, data: Any) -> keras.Model:

@@ -25,6 +25,7 @@ NOT_WRITTEN = {
     "label_type": "from the data",
     "label_range": "from the data",
     "hard_negatives": "from the data (data.negative_column)",
+    "tokenizer": "from the data (data.tokenizer), which learns the vocabulary it reads",
     "gradient_accumulation_steps": "from trainer.gradient_accumulation_steps",
     "loss_scale_factor": "set by Keras' LossScaleOptimizer under mixed_float16",
     **{name: "Keras' own constructor argument" for name in KERAS_BASE_ARGUMENTS},
