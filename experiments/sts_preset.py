@@ -70,6 +70,13 @@ CANDIDATES: dict[str, list[str]] = {
         "model.encoder.recurrent_dropout=0.3",
     ],
     "preset (experiment=sts)": ["experiment=sts"],
+    # round 3: the preset's tokenizer, word against WordPiece pieces learnt on the training texts
+    "preset, wordpiece 8000": ["experiment=sts", "data.tokenizer=wordpiece"],
+    "preset, wordpiece 4000": [
+        "experiment=sts",
+        "data.tokenizer=wordpiece",
+        "data.wordpiece_vocabulary_size=4000",
+    ],
 }
 
 

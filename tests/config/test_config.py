@@ -56,6 +56,7 @@ def test_sts_preset_is_the_recipe_its_page_measured(compose):
     cfg = compose(["experiment=sts", "data.train_path=train.tsv"])
     encoder = cfg.model.encoder
     assert cfg.data._target_ == "tapefit.data.loaders.pair_files"
+    assert cfg.data.tokenizer == "wordpiece"  # round 3: 0.7627 against 0.7251 with words
     assert (encoder.rnn, encoder.bidirectional, encoder.pooling, encoder.units) == (
         "lstm",
         True,
