@@ -9,6 +9,7 @@ from tapefit.runner.train import run
 from tests.data.test_data import write_mnist
 
 
+@pytest.mark.slow  # trains whole runs: make test-fast leaves it out
 def test_mlp_reaches_high_accuracy_on_digits(compose, tmp_path):
     cfg = compose(["model.architecture=mlp", "trainer.epochs=15", "trainer.verbose=0"])
     metrics = run(cfg, tmp_path)
@@ -40,6 +41,7 @@ def test_every_callback_from_config_does_its_job(compose, tmp_path):
     assert not (tmp_path / "model.keras").exists()
 
 
+@pytest.mark.slow  # trains whole runs: make test-fast leaves it out
 def test_mnist_experiment_trains_from_a_local_file(compose, tmp_path):
     write_mnist(tmp_path / "mnist.npz", n_train=200, n_test=40)
     cfg = compose(["experiment=mnist", f"data.path={tmp_path / 'mnist.npz'}", "trainer.verbose=0"])
@@ -133,6 +135,7 @@ def live_graphs() -> int:
     ],
     ids=["mlp-adam", "siamese"],
 )
+@pytest.mark.slow  # trains whole runs: make test-fast leaves it out
 def test_a_finished_run_leaves_none_of_its_traced_graphs_alive(compose, tmp_path, overrides):
     """TensorFlow's gradient registry keeps every graph-mode custom gradient (Keras' all-reduce
     in each train step), and with it the graph; a run must release them, or a sweep grows."""

@@ -192,6 +192,7 @@ def test_loss_scale_skips_are_not_counted_twice(policy, counted):
     assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
+@pytest.mark.slow  # trains whole runs: make test-fast leaves it out
 def test_a_diverging_run_from_config_stops_with_one_clear_error(compose, tmp_path):
     from tapefit.runner.train import run
 
