@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import run_cli, run_cli_batch, scalar_tags
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def classifier_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
     result = run_cli("trainer.epochs=2", f"hydra.run.dir={run_dir}")
@@ -72,7 +72,7 @@ def test_tensorboard_has_train_and_validation_scalars_per_epoch(classifier_run):
     np.testing.assert_allclose(validation["epoch_loss"], history["val_loss"], rtol=1e-6)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def refused(tmp_path_factory):
     """A misspelt key and a missing data file, both in one fresh process (one TensorFlow
     start-up, not two): (run directory, result) each. Exit code 2 from a process of its own is

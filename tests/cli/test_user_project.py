@@ -49,7 +49,7 @@ class KillAtEpoch(keras.callbacks.Callback):
 '''
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def project(tmp_path_factory):
     """The tutorial's project files in a folder outside tapefit, plus a copy of the WGAN-GP."""
     root = tmp_path_factory.mktemp("user_project")
@@ -97,7 +97,7 @@ def test_the_readme_gives_six_project_files_and_six_commands():
     assert len(COMMANDS) == 6 and all("--config-dir conf" in c for c in COMMANDS)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def waves_run(project):
     run_dir = project / "outputs" / "waves" / "uninterrupted"
     result = cli(project, command(0), *QUICK, f"hydra.run.dir={run_dir}")
@@ -344,7 +344,7 @@ class NoLoss(tapefit.TapeModel):
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bad_configurations(project, tmp_path_factory):
     """Every ERRORS case run as `command(0)` would run it, all in one fresh process (one
     TensorFlow start-up, not fourteen): overrides -> (run directory, result)."""

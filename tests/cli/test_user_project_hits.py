@@ -93,7 +93,7 @@ optimizer.learning_rate: {type: choice, values: [0.0003, 0.01, 0.05]}
 AGREEMENT = ["compile.metrics=[{_target_: hits_user.Agreement}]", "objective=val_agreement"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("hits_project")
     (root / "hits_user.py").write_text(MODULE)
@@ -131,7 +131,7 @@ REFUSED = {
 REFUSALS = pytest.mark.xdist_group("user_project_hits_refusals")  # one worker runs the batch
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def refusals(project, tmp_path_factory):
     """case -> (run directory, result) of `tapefit_cli(project, *REFUSED[case], run dir)`."""
     run_dirs = {case: tmp_path_factory.mktemp("refused") for case in REFUSED}
@@ -152,7 +152,7 @@ def error_line(result) -> str:
     return lines[0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def maximised_run(project, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("maximised")
     result = tapefit_cli(project, *AGREEMENT, "objective_direction=max", f"hydra.run.dir={run_dir}")

@@ -44,7 +44,7 @@ def write_folder(root, per_class, seed=0, channels=3):
     return written
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("images")
     pixels = write_folder(root / "train", 8)

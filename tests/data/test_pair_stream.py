@@ -35,7 +35,7 @@ def write_shards(folder, shards=3, rows=40, seed=0):
     return written
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp("pairs")
     rows = write_shards(root / "train")

@@ -18,7 +18,7 @@ QUIET = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
     done = subprocess.run(

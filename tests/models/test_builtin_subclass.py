@@ -58,7 +58,7 @@ MODELS = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("subclass_project")
     (root / "my_models.py").write_text(MODELS)

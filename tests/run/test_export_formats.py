@@ -29,7 +29,7 @@ def trained(tmp_path_factory, name: str, *overrides: str):
     return run_dir, tapefit.run(cfg, run_dir)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def mlp(tmp_path_factory):
     pytest.importorskip("onnxruntime")
     formats = ["saved_model", "onnx", "litert", *(["openvino"] if OPENVINO else [])]
@@ -37,7 +37,7 @@ def mlp(tmp_path_factory):
     return trained(tmp_path_factory, "mlp", *overrides)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cnn(tmp_path_factory):
     pytest.importorskip("onnxruntime")
     overrides = ["trainer.steps_per_epoch=3", "trainer.export_formats=[onnx,litert]"]

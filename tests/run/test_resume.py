@@ -88,7 +88,7 @@ def refusal(compose, run_dir, *extra):
 UNINTERRUPTED = pytest.mark.xdist_group("resume_uninterrupted")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def uninterrupted(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("uninterrupted")
     result = drive(run_dir)

@@ -133,7 +133,7 @@ class BatchCounter(keras.callbacks.Callback):
 '''
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def user_project(tmp_path_factory):
     """A user's module and conf/ outside tapefit (the model, its loader, a callback)."""
     root = tmp_path_factory.mktemp("resume_user")

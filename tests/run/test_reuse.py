@@ -31,7 +31,7 @@ def module(name: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def classifier_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("reuse") / "classifier"
     done = run_cli(*QUICK, "data.train_limit=300", f"hydra.run.dir={run_dir}")
@@ -39,7 +39,7 @@ def classifier_run(tmp_path_factory):
     return run_dir
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def siamese_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("reuse") / "siamese"
     done = run_cli(

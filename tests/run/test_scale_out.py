@@ -84,9 +84,9 @@ def launch(overrides, run_dir, pythonpath=None):
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def two_workers(tmp_path_factory):
-    """family -> the run directory of its two-worker run, launched once for the module."""
+    """family -> the run directory of its two-worker run, launched once per xdist worker."""
     runs = {}
 
     def launched(family):

@@ -23,7 +23,7 @@ OVERRIDES = [
 ]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def kept_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("topk") / "run"
     tapefit.run(tapefit.compose(OVERRIDES), run_dir)

@@ -34,7 +34,7 @@ def history(uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
     return sorted((m.step, m.value) for m in MlflowClient(uri).get_metric_history(run_id, key))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def cli_run(tmp_path_factory):
     """One CLI run with logger=mlflow and MLFLOW_TRACKING_URI naming a SQLite store."""
     root = tmp_path_factory.mktemp("mlflow-cli")

@@ -22,7 +22,7 @@ class WeightsAtStart(keras.callbacks.Callback):
         self.weights = [np.array(w) for w in self.model.weights]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def source_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("warm") / "source"
     tapefit.run(tapefit.compose([*QUICK, "trainer.epochs=2"]), run_dir)

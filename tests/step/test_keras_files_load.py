@@ -272,7 +272,7 @@ def outcome(saved: dict, loaded: dict, key: str) -> str:
     return loaded[key].split(":")[0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def saved_and_loaded(tmp_path_factory):
     """Every shape saved in one fresh process and reloaded in another."""
     project = tmp_path_factory.mktemp("keras_files")

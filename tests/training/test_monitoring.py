@@ -99,13 +99,14 @@ class StopAt(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGINT)
 
 
-# Each module fixture below trains for its tests once: they run on one xdist worker together.
+# Each fixture below trains for its tests once: they run on one xdist worker together, and the
+# session scope keeps the runs when the worker runs another module's tests in between.
 SELECTED_RUNS = pytest.mark.xdist_group("monitoring_selected_runs")
 TENSORBOARD_RUN = pytest.mark.xdist_group("monitoring_tensorboard_run")
 FINISHED_SEARCH = pytest.mark.xdist_group("monitoring_finished_search")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def selected_runs(tmp_path_factory):
     """The same run tested with the best epoch's weights (default), with the last epoch's,
     and stopped after epoch 4 then resumed (default)."""
@@ -323,7 +324,7 @@ def scalar_points(log_dir):
     return points
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tensorboard_run(tmp_path_factory):
     """A run with every TensorBoard option of the config on, 8 steps per execution."""
     from tapefit.runner.composition import compose
@@ -389,7 +390,7 @@ class FailAt(keras.callbacks.Callback):
         raise RuntimeError("the data went away")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def two_runs(tmp_path_factory):
     """Two ordinary runs in one folder, as `tensorboard --logdir outputs` sees them: one
     completed with learning rate 0.003, one failed in its first epoch with 0.01."""
@@ -433,7 +434,7 @@ def test_ordinary_runs_are_hparams_sessions_read_back_from_a_tensorboard_server(
     assert served["", "run/test_accuracy"] == pytest.approx(metrics["test_accuracy"], rel=1e-6)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def finished_search(tmp_path_factory):
     """A grid search over a conditional space (bn_momentum only for the CNN), two executions
     a trial, two of its four trials failing (a learning rate that diverges)."""

@@ -110,7 +110,7 @@ def test_histograms_of_every_gradient_on_request(tmp_path):
     assert sum(tag.startswith("gradient/") for tag in tags) == 4  # 2 kernels, 2 biases
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def finished_run(tmp_path_factory):
     from tapefit.runner.composition import compose
 
