@@ -151,14 +151,11 @@ class Group:
     def wait(self, timeout: float | None) -> int:
         """The group's exit code: 0 when every process ended with 0, else the first failure's
         (128 + N for one killed by signal N, 124 on timeout); the others are ended as soon as
-        one fails."""
+        one fails. When several are found failed at once, one killed by a signal is the
+        cause reported: its peers' errors ("worker 1 stopped during a step") follow from it."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.running():
-            failed = [
-                (name, p.returncode)
-                for name, p in self.processes.items()
-                if p.returncode not in (None, 0)
-            ]
+            failed = self.failures()
             if failed:
                 name, code = failed[0]
                 print(f"tapefit.launch: {name} exited with {code}; ending the others", flush=True)
@@ -176,9 +173,19 @@ class Group:
             time.sleep(0.2)
         for thread in self.pumps:
             thread.join(timeout=5)
-        codes = [p.returncode for p in self.processes.values()]
-        code = next((code for code in codes if code != 0), 0)
+        failed = self.failures()
+        code = failed[0][1] if failed else 0
         return code if code >= 0 else 128 - code
+
+    def failures(self) -> list[tuple[str, int]]:
+        """`(name, returncode)` of the processes that ended with an error, the cause first:
+        one killed by a signal (a negative code) before those that exited on their own."""
+        failed = [
+            (name, p.returncode)
+            for name, p in self.processes.items()
+            if p.returncode not in (None, 0)
+        ]
+        return sorted(failed, key=lambda failure: failure[1] > 0)  # stable: start order next
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -250,6 +250,37 @@ def test_the_launcher_refuses_bad_arguments_before_starting_anything(argv, messa
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
+class Ended:
+    """A process that has ended with `returncode` (what `Group.wait` reads of a Popen)."""
+
+    def __init__(self, returncode):
+        self.returncode = returncode
+
+    def poll(self):
+        return self.returncode
+
+
+@pytest.mark.parametrize(
+    ("codes", "reported"),
+    [
+        (
+            {"worker0": 2, "worker1": -signal.SIGKILL},
+            128 + signal.SIGKILL,
+        ),  # the kill, not its echo
+        ({"worker0": 0, "worker1": 3}, 3),
+        ({"worker0": 1, "worker1": 2}, 1),  # no signal: the first started
+        ({"worker0": 0, "worker1": 0}, 0),
+    ],
+)
+def test_the_launcher_reports_the_cause_when_processes_end_together(codes, reported):
+    from tapefit.launch import Group
+
+    group = Group.__new__(Group)  # the processes already ended: nothing to start
+    group.processes = {name: Ended(code) for name, code in codes.items()}
+    group.pumps = []
+    assert group.wait(timeout=1) == reported
+
+
 def test_the_launcher_adds_what_multi_worker_needs_unless_given():
     from tapefit.launch import multi_worker_overrides, worker_roles
 
