@@ -19,7 +19,11 @@ from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.errors import TapefitError
 from tapefit.models.losses import InBatchNegativesLoss, TripletLoss, hard_negative_candidates
 from tests import processes
-from tests.models.test_pair_losses import negatives_of, replicated_loss_and_gradient
+from tests.models.test_pair_losses import (
+    GATHERING_LOSSES,
+    negatives_of,
+    replicated_loss_and_gradient,
+)
 
 
 def triples(seed, size=8, dim=6):
@@ -108,14 +112,7 @@ def test_gradients_with_hard_negatives_equal_finite_differences(loss):
     assert check.checked == 24 and check.max_relative_error < 1e-6
 
 
-@pytest.mark.parametrize(
-    "make",
-    [
-        lambda gather: InBatchNegativesLoss(5.0, symmetric=True, across_replicas=gather),
-        lambda gather: TripletLoss(margin=1.5, mining="all", across_replicas=gather),
-    ],
-    ids=["in_batch_negatives", "triplet"],
-)
+@GATHERING_LOSSES
 def test_hard_negatives_gathered_across_replicas_equal_one_device(mirrored_strategy, make):
     ids, rows = triples(5)
     rows = rows.astype("float32")

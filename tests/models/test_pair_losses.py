@@ -250,7 +250,8 @@ def replicated_loss_and_gradient(strategy, loss, ids, pairs):
     return float(value), gradient.numpy()
 
 
-@pytest.mark.parametrize(
+# Both in-batch-negative losses, with or without gathering across replicas.
+GATHERING_LOSSES = pytest.mark.parametrize(
     "make",
     [
         lambda gather: InBatchNegativesLoss(5.0, symmetric=True, across_replicas=gather),
@@ -258,6 +259,9 @@ def replicated_loss_and_gradient(strategy, loss, ids, pairs):
     ],
     ids=["in_batch_negatives", "triplet"],
 )
+
+
+@GATHERING_LOSSES
 def test_negatives_gathered_across_replicas_equal_one_device(mirrored_strategy, make):
     ids, pairs = in_batch(12, size=8)
     pairs = pairs.astype("float32")
