@@ -287,15 +287,16 @@ def recipes(args: argparse.Namespace) -> dict[str, dict]:
     return measure(work, args, runners)
 
 
-def update_costs(args: argparse.Namespace, updates: int = 200) -> dict[str, float]:
+def update_costs(args: argparse.Namespace) -> dict[str, float]:
     """Milliseconds per optimizer update over the CNN's variables for each recipe, medians
-    of `args.windows` interleaved repeats of `updates` updates.
+    of `args.windows` interleaved repeats of `args.updates` updates.
 
     Why: a recipe changes only the update (the learning rate it reads, the average it
     keeps), not the forward and backward pass; timed alone, the update's cost stands out of
     the whole step's noise, and its difference to the constant rate bounds the recipe's
     extra step time.
     """
+    updates = args.updates
     model = image_workload("cnn", args.batch_size).build(TapeModel)
     variables = model.trainable_variables
     gradients = [tf.fill(v.shape, 1e-3) for v in variables]
@@ -528,6 +529,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--recipes", action="store_true",
         help="also time a cosine schedule and weight EMA against a constant learning rate",
+    )  # fmt: skip
+    parser.add_argument(
+        "--updates", type=positive_int, default=200,
+        help="--recipes: optimizer updates per timed repeat of each recipe's update alone",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.json and not args.json.parent.is_dir():

@@ -66,19 +66,17 @@ PLATEAU = [
 COUNTER = ["+callbacks.extra.counter._target_=resume_user.BatchCounter"]
 BOTH = [*STOPPING, *PLATEAU]
 
-# Every cell trains five times, so none repeats another: the CNN with no callback of its own is
-# the CNN with the user callback (which only counts, so the training is the same) minus its
-# check; the CNN with both callbacks is each of them on the CNN, and both on the Siamese and
-# the user's BatchNorm/Dropout models.
+# Every cell trains five times, so none repeats another and each callback's state rides
+# through the stops in more than one cell: EarlyStopping restoring and keeping, each on the CNN
+# beside another callback (the counter only counts, so it changes no training) and with
+# ReduceLROnPlateau on the Siamese and the user's BatchNorm/Dropout models.
 CELLS = {
-    "cnn-early_stopping-restore": [*CNN, *STOPPING],
-    "cnn-early_stopping-keep": [
+    "cnn-early_stopping-restore-user_callback": [*CNN, *STOPPING, *COUNTER],
+    "cnn-early_stopping-keep-plateau": [
         *CNN,
-        *STOPPING,
+        *BOTH,
         "callbacks.early_stopping.restore_best_weights=false",
     ],
-    "cnn-plateau": [*CNN, *PLATEAU],
-    "cnn-user_callback": [*CNN, *COUNTER],
     "siamese-both-user_callback": [*SIAMESE, *BOTH, *COUNTER],
     "user_model-both-user_callback": [*USER, *BOTH, *COUNTER],
 }
