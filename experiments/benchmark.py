@@ -113,7 +113,7 @@ class BuiltinSiamese(keras.Model):
 
     def call(self, inputs, training=None):
         texts_a, texts_b = inputs
-        return tf.stack([self.twin.embed(texts_a, training), self.twin.embed(texts_b, training)], 1)
+        return self.twin.embed_pairs(texts_a, texts_b, training)
 
 
 def siamese_workload(batch_size: int, samples: int = 4096, encoder: dict | None = None) -> Workload:

@@ -112,7 +112,7 @@ def test_siamese_trains_ranks_pairs_and_reloads(tmp_path):
     results = script("siamese_pairs").main(tmp_path)
     metrics = results["metrics"]
     assert metrics["epochs_run"] == 3 and metrics["samples"]["train"] == 3000
-    assert metrics["test_spearman"] > 0.6  # measured 0.758 (0.70 on validation)
+    assert metrics["test_spearman"] > 0.6  # measured 0.750 (0.69 on validation)
     # the reloaded model.keras scores the test pairs as the run did
     assert results["spearman"] == pytest.approx(metrics["test_spearman"], abs=1e-3)
     scores = results["new_pairs"]
