@@ -208,8 +208,12 @@ def _check_model(
         elif not np.any(gradient):
             unreached[variable_name(variable)] = "zero"
 
+    # traced once: every central difference then runs the graph, not eager ops (for an RNN, a
+    # Python loop over its time steps), reading the variables as `_compare` shifts them
+    loss_of_current_variables = tf.function(lambda: clone.forward(batch, training=training).loss)
+
     def evaluate() -> float:
-        return float(clone.forward(batch, training=training).loss)
+        return float(loss_of_current_variables())
 
     worst, checked = _compare(evaluate, variables, gradients, samples, epsilon, rng)
     return GradCheck(gradients, worst, checked, unreached)
