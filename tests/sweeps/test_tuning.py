@@ -200,15 +200,16 @@ def test_conditional_entries_reach_only_the_trials_where_they_apply(compose):
 
 def test_memory_does_not_grow_trial_after_trial(compose, tmp_path):
     space = {"optimizer.learning_rate": {"type": "float", "min": 1e-3, "max": 1e-2}}
-    cfg = mlp_space(compose(["tune=random", "tune.max_trials=10", *FAST]), **space)
+    cfg = mlp_space(compose(["tune=random", "tune.max_trials=6", *FAST]), **space)
     search(cfg, tmp_path)
     by_trial = sorted(rows(tmp_path / "trials.csv"), key=lambda r: r["trial_id"])
     rss = [float(r["rss_mb"]) for r in by_trial]
-    assert len(rss) == 10
+    assert len(rss) == 6
     # Measured: 1.5 MB from the 2nd to the 10th trial. Before runs released TensorFlow's
     # custom-gradient registrations (runtime.released_custom_gradients), every trial kept its
-    # traced graphs: 9-12 MB a trial. A leak of a trial's model, data or writers would show too.
-    assert rss[9] - rss[1] <= 8, rss
+    # traced graphs: 9-12 MB a trial, 36-48 MB over the four trials after the 2nd. A leak of a
+    # trial's model, data or writers would show too.
+    assert rss[5] - rss[1] <= 8, rss
 
 
 def test_the_oracle_seed_repeats_the_trials_even_for_seed_0(compose):
