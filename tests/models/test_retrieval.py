@@ -106,6 +106,8 @@ def test_retrieval_of_a_pair_file_from_the_cli_reaches_metrics_json_and_history(
     run_dir = tmp_path / "run"
     result = run_cli(
         *pair_file_overrides(tmp_path),
+        "model.encoder.rnn=none",  # the retrieval's path is tested, not the encoder: a bag of
+        "model.encoder.pooling=mean",  # embeddings builds no recurrent graph
         "model.retrieval.enabled=true",
         "model.retrieval.positive_label=3.5",
         "objective=val_ndcg_at_10",

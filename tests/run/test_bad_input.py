@@ -182,8 +182,13 @@ def pair_lines(count, start=0, label=lambda i: i % 6):
     return "".join(f"alpha {i} beta,gamma {i} delta,{label(i)}\n" for i in range(start, count))
 
 
+# The reader is what these runs test: a bag-of-embeddings encoder (no recurrent graph to build)
+# keeps each end-to-end run short.
+BAG = ["model.encoder.rnn=none", "model.encoder.pooling=mean"]
+
+
 def file_run(compose, tmp_path, path, *extra):
-    return [*SIAMESE[:3], "data=pairs_file", f"data.train_path={path}", *extra]
+    return [*SIAMESE[:3], *BAG, "data=pairs_file", f"data.train_path={path}", *extra]
 
 
 @pytest.mark.slow  # end to end: make test-fast leaves it out
