@@ -95,6 +95,10 @@ class PairLossOptions(TypedDict, total=False):
     across_replicas: bool  # in_batch_negatives, triplet: gather negatives from every replica
 
 
+# The methods that embed one batch of texts; `embed_aligned` keeps a subclass's overrides of them.
+_ENCODING_HOOKS = ("embed", "pooled", "tokens")
+
+
 @keras.saving.register_keras_serializable(package="tapefit")
 class SiameseModel(TapeModel):
     """Cosine similarity of two texts encoded by one shared `TextEncoder`.
@@ -591,7 +595,8 @@ class SiameseModel(TapeModel):
         `sequence_length`). The encoder's graph is then built once per step instead of once
         per side, and runs on one larger batch: a Siamese LSTM run starts and steps faster.
         Each row's vector is the one the side alone would give; token-id sides of different
-        lengths are encoded one by one.
+        lengths are encoded one by one, and so is every side when a subclass overrides
+        `embed`, `pooled` or `tokens` (its own way of embedding one text is kept).
 
         Args:
             sides: Batches of texts of one size: pairs' two sides, or anchor, positive and
@@ -608,10 +613,14 @@ class SiameseModel(TapeModel):
             >>> tuple(stacked.shape), bool(np.allclose(stacked[:, 1], alone, atol=1e-6))
             ((2, 2, 4), True)
         """
+        if any(getattr(type(self), m) is not getattr(SiameseModel, m) for m in _ENCODING_HOOKS):
+            # a subclass changed how one text is embedded: each side through its own method
+            return tf.stack([self.embed(side, training) for side in sides], axis=1)
         tokens = [tf.convert_to_tensor(self.tokens(side)) for side in sides]
         shapes = {tuple(side.shape[1:]) for side in tokens}
         if len(shapes) > 1 or None in next(iter(shapes)):
-            return tf.stack([self.embed(side, training) for side in tokens], axis=1)
+            unit = [tf.math.l2_normalize(self._vectors(side, training), -1) for side in tokens]
+            return tf.stack(unit, axis=1)
         vectors = self._vectors(tf.concat(tokens, axis=0), training)
         unit = tf.math.l2_normalize(vectors, axis=-1)
         by_side = tf.reshape(unit, [len(sides), -1, tf.shape(unit)[-1]])

@@ -251,3 +251,28 @@ def test_siamese_experiment_end_to_end(tmp_path):
     np.testing.assert_allclose(validation["epoch_spearman"], history["val_spearman"], rtol=1e-6)
     restored = keras.models.load_model(tmp_path / "model.keras")
     assert isinstance(restored, SiameseModel)
+
+
+class NegatedEmbedding(SiameseModel):
+    """A subclass with its own way of embedding one text."""
+
+    def embed(self, texts, training=None):
+        return -super().embed(texts, training)
+
+
+@pytest.mark.parametrize("model_class", [SiameseModel, NegatedEmbedding])
+def test_both_sides_in_one_encoder_call_give_each_sides_own_vectors(model_class):
+    texts_a, texts_b = ["red apple pie", "green apple", "sky"], ["blue sky today", "sky", "pie"]
+    model = model_class.from_texts([*texts_a, *texts_b], encoder={"units": 4, "pooling": "max"})
+    stacked = model.embed_pairs(texts_a, texts_b, training=False)
+    assert tuple(stacked.shape) == (3, 2, 4)
+    for side, texts in enumerate((texts_a, texts_b)):
+        np.testing.assert_allclose(stacked[:, side], model.embed(texts), atol=1e-6)
+    if model_class is NegatedEmbedding:  # the override is kept, not bypassed by the concat
+        plain = SiameseModel.embed(model, texts_a)
+        np.testing.assert_allclose(stacked[:, 0], -plain, atol=1e-6)
+    # token-id sides of different lengths are encoded one by one
+    ids = model.tokens(tf.constant(texts_a))
+    ragged = model_class(vocab_size=model.vocab_size, encoder={"units": 4})
+    stacked = ragged.embed_aligned([ids[:, :5], ids[:, :3]])
+    np.testing.assert_allclose(stacked[:, 1], ragged.embed(ids[:, :3]), atol=1e-6)
