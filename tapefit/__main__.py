@@ -15,6 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from tapefit.backend import freeze_startup_objects
 from tapefit.config.schemas import config_dir
 from tapefit.errors import TapefitError
 from tapefit.runner.composition import register_schemas
@@ -36,6 +37,7 @@ def main(cfg: DictConfig) -> float:
     from tapefit.training.lifecycle import RunInterrupted
 
     logging.captureWarnings(True)  # warnings reach tapefit.log through Hydra's job logging
+    freeze_startup_objects()  # each run's clear_session then collects only what runs made
     hydra_cfg = HydraConfig.get()
     try:
         command = [*config_dir_arguments(hydra_cfg), *hydra_cfg.overrides.task]

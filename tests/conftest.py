@@ -18,6 +18,15 @@ tf.config.set_logical_device_configuration(
 )
 
 
+def pytest_collection_finish(session):
+    """Freeze what the imports made (TensorFlow, Keras, tapefit, the test modules), as
+    `python -m tapefit` does: every in-process run's `clear_session` collects garbage, and
+    without the freeze each collection walks those objects again (0.3 s a run here)."""
+    import gc
+
+    gc.freeze()
+
+
 @pytest.fixture(autouse=True)
 def _seed_and_policy():
     """Every test starts from the same seed and float32, whatever the previous one set."""

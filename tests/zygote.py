@@ -21,6 +21,7 @@ its stdout answers `{"ready": pid}` once, then `{"started": pid}` per request an
 """
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -146,6 +147,7 @@ def serve() -> int:
     os.dup2(null, 1)
     os.close(null)
     preload()
+    gc.freeze()  # before forking: the children's collections skip the preloaded objects
     answers.write(json.dumps({"ready": os.getpid()}) + "\n")
     pending, children = b"", set()
     while True:
