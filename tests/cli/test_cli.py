@@ -143,3 +143,35 @@ def test_importing_tapefit_with_another_backend_raises_its_error():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("TapefitError KERAS_BACKEND='jax' is not supported")
+
+
+# Runs the command's entry point in a process whose collector starts with nothing frozen (the
+# fork's parent froze its own imports), then says how many objects the command froze.
+FREEZE_CHECK = """
+import gc, sys
+gc.unfreeze()
+sys.argv = ["tapefit", "trainer.epochs=0", f"hydra.run.dir={sys.argv[1]}"]
+from tapefit.__main__ import main
+try:
+    main()
+except SystemExit as stop:
+    print("exit", stop.code, "frozen", gc.get_freeze_count())
+"""
+
+
+def test_the_command_freezes_its_start_up_objects_before_the_run(tmp_path):
+    import os
+    import sys
+
+    from tests import processes
+
+    done = processes.run(
+        [sys.executable, "-c", FREEZE_CHECK, str(tmp_path / "run")],
+        env=dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    words = done.stdout.strip().splitlines()[-1].split()
+    assert words[:2] == ["exit", "2"], done.stderr[-2000:]  # refused in the run, after the freeze
+    assert int(words[3]) > 100_000  # TensorFlow's, Keras' and Hydra's import-time objects
