@@ -7,8 +7,8 @@ it, never used to choose. The first row is the tutorial's recipe (`experiment=si
 last state, cosine MSE), the baseline the preset must beat.
 
     python experiments/sts_preset.py --train sts-train.csv --validation sts-dev.csv \
-        --test sts-test.csv data.header=false data.quoting=none data.text1_column=5 \
-        data.text2_column=6 data.label_column=4
+        --test sts-test.csv data.format=tsv data.header=false data.quoting=none \
+        data.text1_column=5 data.text2_column=6 data.label_column=4
 
 (the STS benchmark's own files: tab-separated, no header, score in column 4). Writes
 `sts_preset.json` with every figure when `--out` is given.
