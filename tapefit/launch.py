@@ -174,8 +174,11 @@ class Group:
         for thread in self.pumps:
             thread.join(timeout=5)
         failed = self.failures()
-        code = failed[0][1] if failed else 0
-        return code if code >= 0 else 128 - code
+        if not failed:
+            return 0
+        name, code = failed[0]  # every process ended before a poll saw one fail
+        print(f"tapefit.launch: {name} exited with {code}; the others had ended", flush=True)
+        return code if code > 0 else 128 - code
 
     def failures(self) -> list[tuple[str, int]]:
         """`(name, returncode)` of the processes that ended with an error, the cause first:

@@ -186,7 +186,8 @@ def test_a_worker_killed_mid_epoch_then_both_resumed_end_like_the_uninterrupted_
     ]
     killed = launch(overrides, run_dir, pythonpath=tmp_path)
     assert killed.returncode == 128 + signal.SIGKILL, killed.stdout[-3000:]
-    assert "tapefit.launch: worker1 exited with -9; ending the others" in killed.stdout
+    # the kill is named, whether a poll saw it first or the chief's failure ended in the same one
+    assert "tapefit.launch: worker1 exited with -9; " in killed.stdout
     state = json.loads((run_dir / "status.json").read_text())
     assert state["state"] == "failed" and "\n" not in state["error"]
     assert state["error"].startswith("worker 1 of the cluster stopped during a step")
@@ -261,24 +262,30 @@ class Ended:
 
 
 @pytest.mark.parametrize(
-    ("codes", "reported"),
+    ("codes", "reported", "named"),
     [
         (
             {"worker0": 2, "worker1": -signal.SIGKILL},
             128 + signal.SIGKILL,
+            "worker1 exited with -9",
         ),  # the kill, not its echo
-        ({"worker0": 0, "worker1": 3}, 3),
-        ({"worker0": 1, "worker1": 2}, 1),  # no signal: the first started
-        ({"worker0": 0, "worker1": 0}, 0),
+        ({"worker0": 0, "worker1": 3}, 3, "worker1 exited with 3"),
+        ({"worker0": 1, "worker1": 2}, 1, "worker0 exited with 1"),  # no signal: first started
+        ({"worker0": 0, "worker1": 0}, 0, None),
     ],
 )
-def test_the_launcher_reports_the_cause_when_processes_end_together(codes, reported):
+def test_the_launcher_reports_the_cause_when_processes_end_together(codes, reported, named, capsys):
     from tapefit.launch import Group
 
     group = Group.__new__(Group)  # the processes already ended: nothing to start
     group.processes = {name: Ended(code) for name, code in codes.items()}
     group.pumps = []
     assert group.wait(timeout=1) == reported
+    out = capsys.readouterr().out
+    if named is None:
+        assert out == ""
+    else:  # named as when a poll sees the failure first
+        assert out == f"tapefit.launch: {named}; the others had ended\n"
 
 
 def test_the_launcher_adds_what_multi_worker_needs_unless_given():
