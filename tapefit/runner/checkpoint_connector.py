@@ -56,11 +56,12 @@ class CheckpointConnector:
         model: keras.Model,
         strategy: tf.distribute.Strategy,
         warm_start: tuple[Path, int] | None = None,
+        epoch_steps: int | None = None,
     ) -> Resumption:
         """Load `init_from`'s weights, then a warm start's (epochs it trained count as done),
         then, with `resume=true`, the last checkpoint: weights, optimizer, History, metric and
         callback states; the CSV and TensorBoard files are rewritten to the checkpointed
-        epochs."""
+        epochs. `epoch_steps`: the steps of one Keras epoch, where known (`FitPlan`)."""
         state = Resumption()
         with strategy.scope():
             warm_start_from_config(model, self.cfg)  # init_from=..., before any resume
@@ -72,7 +73,7 @@ class CheckpointConnector:
         if not self.cfg.resume:
             return state
         with strategy.scope():
-            restored = restore_latest(self.folder, model)
+            restored = restore_latest(self.folder, model, epoch_steps)
         if restored is None:
             log.warning(
                 "resume=true but %s holds no checkpoint: starting from scratch", self.run_dir

@@ -31,8 +31,8 @@ from tapefit.training.averaging import AveragedWeights, uses_averages
 from tapefit.training.building import check_epoch_lengths
 from tapefit.training.callback_state import apply as apply_callback_states
 from tapefit.training.debugging import announce, explain_numerics, limited, numerics_checked
-from tapefit.training.fitting import Fitting, Segment, replay_shuffles
-from tapefit.training.intervals import check_interval
+from tapefit.training.fitting import Fitting, Segment, replay_shuffles, steps_of
+from tapefit.training.intervals import FitPlan, check_interval
 from tapefit.training.lifecycle import StopOnSignal, interruptible, scratch_run_dir
 from tapefit.training.resume import history_lists
 from tapefit.training.runtime import released_custom_gradients, writes_run_dir
@@ -128,7 +128,9 @@ class Run:
         check_interval(cfg.trainer, data.val is not None)
         model = phases.build_model(cfg, data, strategy)
         checkpoints = CheckpointConnector(cfg, self.run_dir)
-        state = checkpoints.restore(model, strategy, self.warm_start)
+        plan = FitPlan.of(cfg.trainer, data.train)
+        epoch_steps = plan.steps_per_epoch or steps_of(data.train, None)
+        state = checkpoints.restore(model, strategy, self.warm_start, epoch_steps)
         objective = objective_of(cfg)
         chosen = selector(cfg, objective)
         kept = [chosen] if chosen is not None else []  # before the checkpointer: it saves them

@@ -113,21 +113,34 @@ class EpochCheckpoint(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self.epoch = epoch
 
+    def steps_done(self, batch: int) -> tuple[int, bool]:
+        """The steps of the current epoch done after Keras' `batch` (its end step), and whether
+        they are all of the epoch's steps. With `steps_per_execution` > 1 Keras names the last
+        execution's end step as if it were full (31 for an epoch of 30 steps run 8 at a time):
+        the epoch's length (`params["steps"]`) caps it, so a checkpoint taken there is never
+        one of "30 steps into the epoch" for an epoch whose steps are all done. For data of
+        unknown length the last step is known only when the data runs out; a resume of such a
+        checkpoint finishes the epoch with no batch (`Fitting`)."""
+        steps = self.params.get("steps")
+        last = steps is not None and batch + 1 >= steps
+        return self.skipped_steps + (min(batch + 1, steps) if last else batch + 1), last
+
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         if not (self.save and self.every_steps):
             return
         step = int(self.model.optimizer.iterations.numpy())
         if step // self.every_steps > self.last_step // self.every_steps:
             self.last_step = step
-            if batch + 1 != self.params.get("steps"):  # the epoch's end saves a full one
-                self._save(self.epoch, self.skipped_steps + batch + 1)
+            steps, last = self.steps_done(batch)
+            if not last:  # the epoch's end saves a full one
+                self._save(self.epoch, steps)
 
     def save_steps_done(self, batch: int) -> bool:
         """Checkpoint the steps of this epoch done so far, at once (a signal asked to stop);
         False after the epoch's last step, whose checkpoint comes at the epoch's end."""
-        if batch + 1 == self.params.get("steps"):
+        steps, last = self.steps_done(batch)
+        if last:
             return False
-        steps = self.skipped_steps + batch + 1
         if self.save and self.saved != (self.epoch, steps):
             self._save(self.epoch, steps)
         return True
@@ -229,10 +242,25 @@ def build_optimizers(model: keras.Model) -> None:
             optimizer.build(model.trainable_variables)
 
 
-def restore_latest(directory: Path, model: keras.Model) -> dict[str, Any] | None:
+def restore_latest(
+    directory: Path, model: keras.Model, epoch_steps: int | None = None
+) -> dict[str, Any] | None:
     """Load the newest checkpoint that reads back into `model` and return its metadata; an
-    unreadable one is skipped for the one before, with a warning. None if there is none."""
+    unreadable one is skipped for the one before, with a warning. None if there is none.
+
+    A step checkpoint claiming `epoch_steps` or more steps into an epoch of `epoch_steps`
+    (tapefit 0.x wrote one at an epoch's last step with `steps_per_execution` > 1, before that
+    epoch's validation) holds an epoch that is done but not validated: it is skipped for the
+    one before, which repeats a few steps instead of losing the epoch's validation."""
     for marker in reversed(checkpoints_in(directory)):
+        epochs_done, steps_in = _order(marker)
+        if steps_in and epoch_steps is not None and steps_in >= epoch_steps:
+            warnings.warn(
+                f"checkpoint {marker.stem} counts all {epoch_steps} steps of epoch "
+                f"{epochs_done + 1} but not its validation; resuming from the one before",
+                stacklevel=2,
+            )
+            continue
         try:
             metadata = json.loads(marker.read_text())
             build_optimizers(model)

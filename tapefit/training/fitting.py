@@ -73,6 +73,10 @@ class ContinuedCallbacks(keras.callbacks.CallbackList):
                 log.info("the training stream ended in interval %d", epoch + 1)
             if not self.batches:
                 return
+        if not self.batches and not self.intervals:
+            # A resume whose checkpoint holds every step of this epoch (data of unknown length
+            # ends only by running out): the epoch's training logs are the restored metrics'.
+            logs = {**python_utils.pythonify_logs(self.model.get_metrics_result()), **logs}
         for callback in self.callbacks:
             stopped = self.model.stop_training
             callback.on_epoch_end(epoch, logs)
