@@ -39,8 +39,13 @@ FINAL_WRITES = {"history.json": "final-history", "metrics.json": "final-metrics"
 class KillPoints(keras.callbacks.Callback):
     """Names the points a run passes and acts at `at` (or, `snapshot`, at every one)."""
 
-    def __init__(self, run_dir: str | Path, action: str = "none", at: str | None = None,
-                 snapshots: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: str | Path,
+        action: str = "none",
+        at: str | None = None,
+        snapshots: str | Path | None = None,
+    ) -> None:
         super().__init__()
         self.run_dir, self.action, self.at = Path(run_dir), action, at
         self.snapshots = Path(snapshots) if snapshots else None

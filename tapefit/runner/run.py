@@ -33,7 +33,12 @@ from tapefit.training.callback_state import apply as apply_callback_states
 from tapefit.training.debugging import announce, explain_numerics, limited, numerics_checked
 from tapefit.training.fitting import Fitting, Segment, replay_shuffles, steps_of
 from tapefit.training.intervals import FitPlan, check_interval
-from tapefit.training.lifecycle import StopOnSignal, interruptible, scratch_run_dir
+from tapefit.training.lifecycle import (
+    RunInterrupted,
+    StopOnSignal,
+    interruptible,
+    scratch_run_dir,
+)
 from tapefit.training.resume import history_lists
 from tapefit.training.runtime import released_custom_gradients, writes_run_dir
 from tapefit.training.selection import selector, use_selected_weights
@@ -185,3 +190,5 @@ class Run:
         if done < epochs and not model.stop_training:
             fitting.run(Segment(done, epochs), unknown_length)
         fitting.end()
+        if self.stopper.signum is not None:  # it came after the last step's check: the last
+            raise RunInterrupted(self.stopper.signum)  # epoch's checkpoint holds the run

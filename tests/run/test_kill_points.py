@@ -172,7 +172,7 @@ def test_a_kill_at_every_point_resumes_bitwise(cell, tmp_path, monkeypatch):
     for name in step_markers:  # never "all steps done" for an epoch not yet validated
         assert int(name.split("-")[-1]) < epoch_steps, name
     second = 0
-    for index, (digest, copies) in enumerate(sorted(states.items())):
+    for index, (_digest, copies) in enumerate(sorted(states.items())):
         copy, point = copies[0]
         where = f"{cell}: killed at {point} (and {len(copies) - 1} points with the same files)"
         # a second sweep inside the resumed run, for the states a step checkpoint holds
@@ -197,3 +197,44 @@ def test_a_kill_at_every_point_resumes_bitwise(cell, tmp_path, monkeypatch):
             twice = resume_from(runs, nested_copy, tmp_path / f"twice-{index}-{nested_index}")
             assert_same(twice, want, f"{where}, then at {nested_point} of the resumed run")
     assert second == 1 or "only" in cell
+
+
+def sigterm_points(passed: list[str]) -> list[str]:
+    """Where a SIGTERM is sent: before every step (it lands during the step), during each
+    epoch's validation, in `on_epoch_end` before the first callback and after the last (the
+    signal stopper's check has passed), between the first step checkpoint's and the first
+    epoch checkpoint's weights and marker, and at every point of the last phase. A signal only
+    sets a flag that the stopper reads after each step, after validation and at the epoch's
+    end, so a signal between two of its checks acts at the next one: these points reach every
+    check."""
+    epoch_ends = [name for name in passed if name.startswith("epoch_end-")]
+    chosen = [name for name in passed if name.startswith(("begin-", "final-"))]
+    chosen += [name for name in passed if name.startswith("validation-") and name.endswith("-1")]
+    for epoch in (1, 2):
+        those = [name for name in epoch_ends if name.startswith(f"epoch_end-{epoch}-")]
+        chosen += [those[0], those[-1]]
+    checkpoints = [name for name in passed if name.startswith("checkpoint-")]
+    chosen += (
+        [next(name for name in checkpoints if "-step-" in name)]
+        if any("-step-" in name for name in checkpoints)
+        else []
+    )
+    chosen += [next(name for name in checkpoints if "-step-" not in name)]
+    return sorted(set(chosen), key=passed.index)
+
+
+@pytest.mark.parametrize("cell", ["cnn-every_3_of_5-2_per_execution", "siamese-every_2_of_4"])
+def test_a_sigterm_at_every_point_stops_and_resumes_bitwise(cell, tmp_path, monkeypatch):
+    """SIGTERM at each point: the run stops (status interrupted, no metrics.json unless the
+    signal came after it), and `resume=true` ends like the uninterrupted run."""
+    runs = Runs([*COMMON, *CELLS[cell]], monkeypatch)
+    points = KillPoints(tmp_path / "uninterrupted")
+    runs(tmp_path / "uninterrupted", points)
+    want = final_state(tmp_path / "uninterrupted")
+    for index, point in enumerate(sigterm_points(points.passed)):
+        run_dir = tmp_path / f"stopped-{index}"
+        with pytest.raises(RunInterrupted):
+            runs(run_dir, KillPoints(run_dir, "term", at=point))
+        assert json.loads((run_dir / "status.json").read_text())["state"] == "interrupted"
+        runs(run_dir, None, "resume=true")
+        assert_same(final_state(run_dir), want, f"{cell}: SIGTERM at {point}")
