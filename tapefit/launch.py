@@ -6,7 +6,8 @@ expect, for trying on one machine what runs across several:
 
 Every process runs in the same run directory, its output prefixed with its role. One process
 failing ends the others; so do SIGINT/SIGTERM (forwarded, so each stops after its current
-step) and `--timeout`. On several machines, set the same variables by hand
+step, with a checkpoint, within `--grace` seconds or are killed) and `--timeout` (the same,
+then exit 124). On several machines, set the same variables by hand
 (docs/how-to/distributed.md and docs/how-to/sweeps.md).
 """
 
@@ -110,6 +111,7 @@ class Group:
     ) -> None:
         self.processes: dict[str, subprocess.Popen] = {}
         self.pumps: list[threading.Thread] = []
+        self.signalled: int | None = None  # a SIGINT/SIGTERM the launcher forwarded
         lock = threading.Lock()
         for role in roles:
             process = subprocess.Popen(
@@ -133,52 +135,81 @@ class Group:
             if process.poll() is None:
                 os.killpg(process.pid, signum)
 
-    def end(self) -> None:
-        """SIGTERM every process still running, then SIGKILL what is left after the grace."""
-        self.signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + GRACE_S
+    def stop(self, signum: int, grace: float = GRACE_S, send: bool = True) -> list[str]:
+        """Send `signum` to every process still running (each stops after its current step,
+        with a checkpoint; `send=False`: it was sent already, and a second one would stop them
+        at once, wherever they are), give them `grace` seconds, then SIGKILL those still
+        running; returns their names."""
+        if send:
+            self.signal_all(signum)
+        deadline = time.monotonic() + grace
         while time.monotonic() < deadline and self.running():
             time.sleep(0.2)
+        stuck = self.running()
+        if stuck:
+            print(
+                f"tapefit.launch: {', '.join(stuck)} still running {grace:g} s after "
+                f"{signal.Signals(signum).name}; killed (raise --grace to give them longer)",
+                file=sys.stderr,
+                flush=True,
+            )
         self.signal_all(signal.SIGKILL)
         for process in self.processes.values():
             process.wait()
         for thread in self.pumps:
             thread.join(timeout=5)
+        return stuck
+
+    def end(self, grace: float = GRACE_S) -> None:
+        """SIGTERM every process still running, then SIGKILL what is left after the grace."""
+        self.stop(signal.SIGTERM, grace)
 
     def running(self) -> list[str]:
         return [name for name, p in self.processes.items() if p.poll() is None]
 
-    def wait(self, timeout: float | None) -> int:
+    def wait(self, timeout: float | None, grace: float = GRACE_S) -> int:
         """The group's exit code: 0 when every process ended with 0, else the first failure's
         (128 + N for one killed by signal N, 124 on timeout); the others are ended as soon as
         one fails. When several are found failed at once, one killed by a signal is the
-        cause reported: its peers' errors ("worker 1 stopped during a step") follow from it."""
+        cause reported: its peers' errors ("worker 1 stopped during a step") follow from it.
+        A signal the launcher received (`self.signalled`, set by `main`'s handler) was
+        forwarded to every process: they are given `grace` seconds to stop after their step,
+        and the group ends with 128 + that signal."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.running():
+            if self.signalled is not None:
+                return self._stopped_by(self.signalled, grace)
             failed = self.failures()
             if failed:
                 name, code = failed[0]
                 print(f"tapefit.launch: {name} exited with {code}; ending the others", flush=True)
-                self.end()
+                self.end(grace)
                 return code if code > 0 else 128 - code  # killed by signal N: 128 + N
             if deadline is not None and time.monotonic() > deadline:
                 print(
                     f"tapefit.launch: error: still running after --timeout {timeout:g} s; "
-                    "ending every process",
+                    "stopping every process after its current step",
                     file=sys.stderr,
                     flush=True,
                 )
-                self.end()
+                self.stop(signal.SIGTERM, grace)
                 return TIMEOUT_EXIT
             time.sleep(0.2)
         for thread in self.pumps:
             thread.join(timeout=5)
+        if self.signalled is not None:
+            return self._stopped_by(self.signalled, grace)
         failed = self.failures()
         if not failed:
             return 0
         name, code = failed[0]  # every process ended before a poll saw one fail
         print(f"tapefit.launch: {name} exited with {code}; the others had ended", flush=True)
         return code if code > 0 else 128 - code
+
+    def _stopped_by(self, signum: int, grace: float) -> int:
+        """Wait for the processes a forwarded signal stops (killing those past `grace`)."""
+        self.stop(signum, grace, send=False)
+        return 128 + signum
 
     def failures(self) -> list[tuple[str, int]]:
         """`(name, returncode)` of the processes that ended with an error, the cause first:
@@ -207,12 +238,25 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument(
         "--port", type=int, default=0, help="--tuners: the chief's port (0: a free one)"
     )
-    parser.add_argument("--timeout", type=float, default=None, help="end everything after S s")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="after S s, stop every process after its step (exit 124)",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=GRACE_S,
+        help=f"seconds a process has to stop after a signal before it is killed ({GRACE_S:g})",
+    )
     argv = list(argv)
     overrides = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if args.workers is not None and args.workers < 2:
         parser.error(f"--workers must be at least 2, got {args.workers}")
+    if args.grace < 0:
+        parser.error(f"--grace must be at least 0, got {args.grace:g}")
     if args.tuners is not None and args.tuners < 1:
         parser.error(f"--tuners must be at least 1, got {args.tuners}")
     searching = any(o.startswith("tune=") and o != "tune=none" for o in overrides)
@@ -240,15 +284,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     group = Group(roles, shared_run_dir(overrides))
 
     def forward(signum: int, frame: object) -> None:
+        group.signalled = signum  # `wait` gives them the grace, then ends with 128 + signum
         group.signal_all(signum)  # each process stops after its current step
 
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGTERM, forward)
     try:
-        return group.wait(args.timeout)
+        return group.wait(args.timeout, args.grace)
     finally:
         if group.running():
-            group.end()
+            group.end(args.grace)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,7 @@ class Run:
             record.track(phases.build_logger(self.cfg))
             self.loggers = record.tracker_callbacks()
         strategy = self.strategy = phases.prepare(self.cfg)
+        self.stopper.rearm()  # after the strategy: a multi-worker one takes SIGTERM over
         record.start_session()
         data = self._data()
         try:

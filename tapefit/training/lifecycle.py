@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import keras
+import tensorflow as tf
 
 from tapefit.errors import TapefitError
 from tapefit.files import read_json, write_json
@@ -163,6 +164,27 @@ class StopOnSignal(keras.callbacks.Callback):
         self.training = False
         self.checkpoint: Any = None
         self.later: list[Any] = []  # the callbacks after this one, which the stop skips
+        self.handler: Any = None  # set by `interruptible`
+
+    def rearm(self) -> None:
+        """Install the handlers again: TensorFlow's multi-worker runtime replaces the SIGTERM
+        handler with its own preemption notifier when the strategy is created, after which a
+        SIGTERM (the launcher's, a scheduler's) would stop nothing."""
+        if self.handler is not None and threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, self.handler)
+
+    def _agreed(self) -> int | None:
+        """The signal to stop with, the same on every worker of a multi-worker strategy: they
+        step together, so one that stopped alone would leave the others waiting in the next
+        step's all-reduce. One worker's signal stops them all after the same step."""
+        strategy = self.model.distribute_strategy if self.model is not None else None
+        if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return self.signum
+        local = [float(self.signum == signum) for signum in STOP_SIGNALS]
+        value = strategy.run(lambda: tf.constant(local))
+        counts = strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None).numpy()
+        return next((int(signum) for signum, n in zip(STOP_SIGNALS, counts) if n), None)
 
     def use_callbacks(self, callbacks: list[Any]) -> None:
         """The run's callbacks: those after this one get `on_interrupt(batch)` before the stop
@@ -176,6 +198,7 @@ class StopOnSignal(keras.callbacks.Callback):
         self.training = False
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self.signum = self._agreed()
         if self.signum is None:
             return
         if self.checkpoint is not None and not self.checkpoint.save_steps_done(batch):
@@ -183,10 +206,13 @@ class StopOnSignal(keras.callbacks.Callback):
         self._interrupt(batch)
 
     def on_test_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        if self.signum is not None and self.checkpoint is None:
-            raise RunInterrupted(self.signum)
+        if self.checkpoint is None and self.training:
+            self.signum = self._agreed()
+            if self.signum is not None:
+                raise RunInterrupted(self.signum)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        self.signum = self._agreed()
         if self.signum is not None:
             self._interrupt(None)
 
@@ -216,6 +242,7 @@ def interruptible(stopper: StopOnSignal) -> Iterator[StopOnSignal]:
             raise RunInterrupted(signum)  # outside fit there is no step to finish
         stopper.signum = signum
 
+    stopper.handler = handle
     previous = {s: signal.signal(s, handle) for s in STOP_SIGNALS}
     try:
         yield stopper

@@ -67,13 +67,13 @@ def digest(log_text):
     return found[0]
 
 
-def launch(overrides, run_dir, pythonpath=None):
-    """`python -m tapefit.launch --workers 2` with `overrides` into `run_dir` (its workers forked
-    from a warm interpreter: tests/forked_launch.py)."""
-    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+def launch(overrides, run_dir, pythonpath=None, timeout=240, env=None):
+    """`python -m tapefit.launch --workers 2 --timeout S` with `overrides` into `run_dir` (its
+    workers forked from a warm interpreter: tests/forked_launch.py)."""
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
-    launcher = [sys.executable, str(FORKED_LAUNCH), "--workers", "2", "--timeout", "240"]
+    launcher = [sys.executable, str(FORKED_LAUNCH), "--workers", "2", "--timeout", str(timeout)]
     return processes.run(
         [*launcher, "--", *overrides, f"hydra.run.dir={run_dir}"],
         cwd=REPO,
@@ -279,7 +279,7 @@ def test_the_launcher_reports_the_cause_when_processes_end_together(codes, repor
 
     group = Group.__new__(Group)  # the processes already ended: nothing to start
     group.processes = {name: Ended(code) for name, code in codes.items()}
-    group.pumps = []
+    group.pumps, group.signalled = [], None
     assert group.wait(timeout=1) == reported
     out = capsys.readouterr().out
     if named is None:
@@ -393,3 +393,96 @@ def test_with_shard_policy_file_each_worker_streams_its_own_files(tmp_path):
     assert read == [400, 300]
     assert digest(logs[0]) == digest(logs[1])
     assert json.loads((run_dir / "metrics.json").read_text())["train_rows_read"] == 400
+
+
+STOP_LAUNCHER = """
+import os, signal, time
+from pathlib import Path
+import keras
+
+class StopLauncher(keras.callbacks.Callback):
+    # Worker 1 sends the launcher (its parent) SIGTERM at the end of optimizer step `step`,
+    # once (`once_file` marks it), as a user's kill or a scheduler would. With SLOW_STEPS_S in
+    # the environment every step takes that much longer, so a --timeout lands in training.
+    def __init__(self, step, once_file):
+        super().__init__()
+        self.step, self.once_file = step, Path(once_file)
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(float(os.environ.get("SLOW_STEPS_S", "0")))
+        index = int(os.environ["TF_CONFIG"].split('"index": ')[1][0])
+        at = int(self.model.optimizer.iterations.numpy()) == self.step
+        if index == 1 and at and not self.once_file.exists():
+            self.once_file.write_text("")
+            os.kill(os.getppid(), signal.SIGTERM)
+"""
+
+
+@MLP_RUN
+def test_sigterm_to_the_launcher_and_its_timeout_stop_both_workers_resumably(two_workers, tmp_path):
+    """SIGTERM to `python -m tapefit.launch` at step 1 reaches both workers, which stop after
+    the same step with a checkpoint (exit 143, status interrupted); the resumed launch, given
+    `--timeout 10` and slowed down, is stopped the same way and exits 124; a third launch
+    resumes and ends like the uninterrupted two-worker run."""
+    (tmp_path / "stop_launcher.py").write_text(STOP_LAUNCHER)
+    run_dir = tmp_path / "run"
+    overrides = [
+        *CASES["mlp"][0],
+        *COMMON,
+        "+callbacks.extra.stop._target_=stop_launcher.StopLauncher",
+        "+callbacks.extra.stop.step=1",
+        f"+callbacks.extra.stop.once_file={tmp_path / 'signalled'}",
+    ]
+    stopped = launch(overrides, run_dir, pythonpath=tmp_path)
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stdout[-3000:]
+    for worker in ("worker0", "worker1"):
+        assert f"[{worker}] tapefit: interrupted by SIGTERM after the current step" in (
+            stopped.stdout
+        )
+    state = json.loads((run_dir / "status.json").read_text())
+    assert state["state"] == "interrupted" and state["signal"] == signal.SIGTERM
+    assert not (run_dir / "metrics.json").exists()
+    [marker] = [p.stem for p in (run_dir / "resume").glob("epoch-0000-step-*.json")]
+    steps = int(marker.split("-")[-1])
+    assert 1 <= steps < 4  # after the same step on both workers, inside epoch 1 of 4 steps
+
+    timed_out = launch(
+        [*overrides, "resume=true"],
+        run_dir,
+        pythonpath=tmp_path,
+        timeout=10,
+        env={"SLOW_STEPS_S": "1"},
+    )
+    assert timed_out.returncode == 124, timed_out.stdout[-3000:]
+    assert "still running after --timeout 10 s" in timed_out.stderr
+    assert "killed" not in timed_out.stderr  # each stopped by itself, within the grace
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "interrupted"
+
+    resumed = launch([*overrides, "resume=true"], run_dir, pythonpath=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
+    baseline = two_workers("mlp")
+    assert_same_run(run_dir, baseline, 0, keys=sorted(history_keys(baseline)))
+
+
+IGNORES_SIGTERM = """
+import os, signal, sys, time
+if os.environ["ROLE"] == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+time.sleep(60)
+"""
+
+
+def test_a_process_that_ignores_the_signal_is_killed_after_the_grace_and_named(capsys):
+    from tapefit.launch import Group, Role
+
+    roles = [Role("worker0", {"ROLE": "polite"}), Role("worker1", {"ROLE": "stubborn"})]
+    group = Group(roles, [], command=(sys.executable, "-c", IGNORES_SIGTERM))
+    try:
+        assert group.wait(timeout=1, grace=2) == 124
+    finally:
+        group.signal_all(signal.SIGKILL)
+    err = capsys.readouterr().err
+    assert "still running after --timeout 1 s" in err
+    assert "tapefit.launch: worker1 still running 2 s after SIGTERM; killed" in err
+    assert group.processes["worker0"].returncode == -signal.SIGTERM
+    assert group.processes["worker1"].returncode == -signal.SIGKILL
