@@ -191,5 +191,6 @@ class Run:
         if done < epochs and not model.stop_training:
             fitting.run(Segment(done, epochs), unknown_length)
         fitting.end()
-        if self.stopper.signum is not None:  # it came after the last step's check: the last
-            raise RunInterrupted(self.stopper.signum)  # epoch's checkpoint holds the run
+        signum = self.stopper.agreed()  # one that came after the last step's check
+        if signum is not None:  # the last epoch's checkpoint holds the run
+            raise RunInterrupted(signum)

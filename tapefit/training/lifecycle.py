@@ -174,17 +174,20 @@ class StopOnSignal(keras.callbacks.Callback):
             for signum in STOP_SIGNALS:
                 signal.signal(signum, self.handler)
 
-    def _agreed(self) -> int | None:
-        """The signal to stop with, the same on every worker of a multi-worker strategy: they
-        step together, so one that stopped alone would leave the others waiting in the next
-        step's all-reduce. One worker's signal stops them all after the same step."""
+    def agreed(self) -> int | None:
+        """The signal to stop with now (None: go on), the same on every worker of a
+        multi-worker strategy: they step together, so one that stopped alone would leave the
+        others waiting in the next step's all-reduce. One worker's signal stops them all after
+        the same step. `signum` (what this process received) is only read here: a signal that
+        arrives during the all-reduce is agreed on at the next check."""
         strategy = self.model.distribute_strategy if self.model is not None else None
         if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
             return self.signum
         local = [float(self.signum == signum) for signum in STOP_SIGNALS]
         value = strategy.run(lambda: tf.constant(local))
         counts = strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None).numpy()
-        return next((int(signum) for signum, n in zip(STOP_SIGNALS, counts) if n), None)
+        chosen = [int(signum) for signum, n in zip(STOP_SIGNALS, counts, strict=True) if n]
+        return chosen[0] if chosen else None
 
     def use_callbacks(self, callbacks: list[Any]) -> None:
         """The run's callbacks: those after this one get `on_interrupt(batch)` before the stop
@@ -198,31 +201,31 @@ class StopOnSignal(keras.callbacks.Callback):
         self.training = False
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        self.signum = self._agreed()
-        if self.signum is None:
+        signum = self.agreed()
+        if signum is None:
             return
         if self.checkpoint is not None and not self.checkpoint.save_steps_done(batch):
             return  # the epoch's last step: its validation and checkpoint come first
-        self._interrupt(batch)
+        self._interrupt(batch, signum)
 
     def on_test_batch_end(self, batch: int, logs: dict | None = None) -> None:
         if self.checkpoint is None and self.training:
-            self.signum = self._agreed()
-            if self.signum is not None:
-                raise RunInterrupted(self.signum)
+            signum = self.agreed()
+            if signum is not None:
+                raise RunInterrupted(signum)
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        self.signum = self._agreed()
-        if self.signum is not None:
-            self._interrupt(None)
+        signum = self.agreed()
+        if signum is not None:
+            self._interrupt(None, signum)
 
-    def _interrupt(self, batch: int | None) -> None:
+    def _interrupt(self, batch: int | None, signum: int) -> None:
         """Tell the callbacks after this one (`on_interrupt(batch)`; None at an epoch's end),
         then stop."""
         for callback in self.later:
             if hasattr(callback, "on_interrupt"):
                 callback.on_interrupt(batch)
-        raise RunInterrupted(self.signum)
+        raise RunInterrupted(signum)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)

@@ -149,6 +149,12 @@ def lost_worker_error(error: tf.errors.OpError) -> TapefitError:
     """The one-line error of a multi-worker step that TensorFlow aborted because another
     worker stopped (killed, crashed, preempted: its heartbeats stopped)."""
     tasks = sorted(set(LOST_TASK.findall(error.message)))
+    try:  # a collective's error names every task of its group, this one's too
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        own = (resolver.task_type, str(resolver.task_id))
+    except ValueError:
+        own = None
+    tasks = [task for task in tasks if task != own] or tasks
     named = ", ".join(f"{job} {task}" for job, task in tasks) or "another worker"
     return TapefitError(
         f"{named} of the cluster stopped during a step ({type(error).__name__}): restart every "

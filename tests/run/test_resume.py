@@ -47,7 +47,10 @@ class Kill(keras.callbacks.Callback):
 logging.basicConfig(level=logging.INFO)
 run_dir, at, *overrides = sys.argv[1:]
 cfg = tapefit.compose(overrides)
-callbacks = [Kill(at)] if at != "none" else []
+callbacks = [Kill(at)] if at != "none" and not at.startswith("point:") else []
+if at.startswith("point:"):  # a named point of tests/killpoints.py
+    from tests.killpoints import KillPoints, install
+    callbacks = [install(KillPoints(run_dir, "kill", at.removeprefix("point:")), setattr)]
 try:
     tapefit.run(cfg, run_dir, callbacks=callbacks)
 except tapefit.TapefitError as error:
@@ -111,6 +114,16 @@ def weights(run_dir):
         # resumed mid-epoch after step 24 (epoch 3, 4 steps in), killed again after the
         # resumed epoch's own step checkpoint at step 27 (7 steps in), resumed again
         ("step:26,step:28", ["trainer.checkpoint_every_steps=3"]),
+        # during epoch 1's validation (its first execution, batches 1-3), 3 steps an
+        # execution: Keras names the last execution's end step 11 of 10, and no step
+        # checkpoint may claim the epoch's 10 steps before it is validated
+        # (tests/run/test_kill_points.py sweeps every point in process)
+        (
+            "point:validation-1-3",
+            ["trainer.checkpoint_every_steps=5", "trainer.steps_per_execution=3"],
+        ),
+        # between the weights of epoch 2's checkpoint and its marker
+        ("point:checkpoint-epoch-0002", []),
     ],
 )
 def test_resume_after_sigkill_equals_the_uninterrupted_run(
@@ -135,6 +148,10 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(
         assert resumed.returncode == 0, resumed.stderr[-2000:]
         if later:
             assert "after epoch 2 and 7 steps" in resumed.stderr
+        if kill_at == "point:validation-1-3":  # the step-5 checkpoint, epoch 1 repeated 6-10
+            assert "after epoch 0 and 6 steps" in resumed.stderr
+        if kill_at == "point:checkpoint-epoch-0002":  # a marker-less epoch 2: the one before
+            assert "after epoch 1 and 0 steps" in resumed.stderr
     assert status(tmp_path)["state"] == "completed"
     for expected, actual in zip(weights(uninterrupted), weights(tmp_path), strict=True):
         np.testing.assert_array_equal(actual, expected)
