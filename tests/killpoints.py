@@ -145,16 +145,39 @@ def install(points: KillPoints, patch: Any) -> KillPoints:
     return points
 
 
+def epoch_scalars(log_dir: Path) -> list[tuple[str, str, int]]:
+    """(split, tag, step) of every epoch scalar in the TensorBoard files under `log_dir`."""
+    import tensorflow as tf
+    from tensorflow.core.util import event_pb2
+
+    found = []
+    for events in sorted(log_dir.rglob("events.out.tfevents.*")):
+        split = events.parent.relative_to(log_dir).as_posix()
+        try:
+            for record in tf.data.TFRecordDataset(str(events)):
+                event = event_pb2.Event.FromString(record.numpy())
+                found += [
+                    (split, value.tag, int(event.step))
+                    for value in event.summary.value
+                    if value.tag.startswith("epoch_")
+                ]
+        except tf.errors.DataLossError:  # cut short: what it holds up to there counts
+            continue
+    return sorted(found)
+
+
 def state_digest(run_dir: Path) -> str:
-    """What a resume's outcome depends on, as one digest: the checkpoints, the TensorBoard
-    files it reads and appends to, and whether status.json says running. The other files are
+    """What a resume's outcome, as the sweeps compare it, depends on, as one digest: the
+    checkpoint files, the epoch scalars TensorBoard holds (a resume writes those it lacks;
+    the sweeps count them), and whether status.json says running. The other files are
     rewritten whole by a resume (history.csv from the checkpoint; history.json, model.keras,
-    metrics.json and the pictures by the last phase) or are not the run's results (the log)."""
+    metrics.json and the pictures by the last phase) or are not compared (the log, the step
+    telemetry)."""
     digest = hashlib.sha256()
-    for folder in ("resume", "tensorboard"):
-        for path in sorted(p for p in (run_dir / folder).rglob("*") if p.is_file()):
-            relative = path.relative_to(run_dir).as_posix()
-            digest.update(relative.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(p for p in (run_dir / "resume").rglob("*") if p.is_file()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    if (run_dir / "tensorboard").is_dir():
+        digest.update(repr(epoch_scalars(run_dir / "tensorboard")).encode())
     status = read_json(run_dir / "status.json") or {}
     digest.update(str(status.get("state")).encode())
     return digest.hexdigest()

@@ -11,10 +11,11 @@ the same run directory and resumed after each stop:
    wrote it.
 
 The resumed run must end with the uninterrupted run's History, final weights, optimizer state
-and test metrics, bit for bit. The cells cross the callbacks (EarlyStopping with and without
-`restore_best_weights`, ReduceLROnPlateau, both, a user callback with state) with the models
-(the digits CNN with BatchNorm and Dropout, the Siamese LSTM, a user's `_target_` model with
-BatchNorm and Dropout). EarlyStopping watches the training loss in `mode=max`, so it
+and test metrics, bit for bit. The cells: the digits CNN (BatchNorm, Dropout) with
+EarlyStopping keeping its last weights and ReduceLROnPlateau, and a user's `_target_` model
+(BatchNorm, Dropout) with both and a user callback with state; tests/run/test_kill_points.py
+sweeps the CNN and the Siamese LSTM with EarlyStopping restoring its best weights over every
+point a run can stop at. EarlyStopping watches the training loss in `mode=max`, so it
 stops the run at the end of epoch 3 (restoring epoch 1's weights) and ReduceLROnPlateau lowers
 the learning rate every epoch: both act inside the window the stops fall in.
 """
@@ -41,10 +42,6 @@ COMMON = [
     "trainer.checkpoint_every_steps=5",
 ]
 CNN = ["data.train_limit=320"]  # the digits CNN (BatchNorm, Dropout): 10 steps of 32
-SIAMESE = [
-    "experiment=siamese",
-    *("data.train_size=640", "data.val_size=128", "data.test_size=128"),  # 10 steps of 64
-]
 USER = [
     "model=resume_net",
     "data=resume_arrays",
@@ -66,18 +63,17 @@ PLATEAU = [
 COUNTER = ["+callbacks.extra.counter._target_=resume_user.BatchCounter"]
 BOTH = [*STOPPING, *PLATEAU]
 
-# Every cell trains five times, so none repeats another and each callback's state rides
-# through the stops in more than one cell: EarlyStopping restoring and keeping, each on the CNN
-# beside another callback (the counter only counts, so it changes no training) and with
-# ReduceLROnPlateau on the Siamese and the user's BatchNorm/Dropout models.
+# Every cell trains five times, so none repeats another: EarlyStopping keeping its last weights
+# beside ReduceLROnPlateau on the CNN, and both with a user callback on the user's
+# BatchNorm/Dropout model. The CNN and the Siamese model with EarlyStopping restoring its best
+# weights, ReduceLROnPlateau and the user callback are swept over every kill point of a run in
+# tests/run/test_kill_points.py.
 CELLS = {
-    "cnn-early_stopping-restore-user_callback": [*CNN, *STOPPING, *COUNTER],
     "cnn-early_stopping-keep-plateau": [
         *CNN,
         *BOTH,
         "callbacks.early_stopping.restore_best_weights=false",
     ],
-    "siamese-both-user_callback": [*SIAMESE, *BOTH, *COUNTER],
     "user_model-both-user_callback": [*USER, *BOTH, *COUNTER],
 }
 
