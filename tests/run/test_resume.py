@@ -1,4 +1,4 @@
-"""A run killed with SIGKILL at three points and resumed ends exactly like an uninterrupted one;
+"""A run killed with SIGKILL at named points and resumed ends exactly like an uninterrupted one;
 status.json tells the truth; SIGTERM/SIGINT stop cleanly; same seed, same result."""
 
 import json
