@@ -249,9 +249,9 @@ def restore_latest(
     unreadable one is skipped for the one before, with a warning. None if there is none.
 
     A step checkpoint claiming `epoch_steps` or more steps into an epoch of `epoch_steps`
-    (tapefit wrote one, until this fix, at an epoch's last step with `steps_per_execution` > 1, before that
-    epoch's validation) holds an epoch that is done but not validated: it is skipped for the
-    one before, which repeats a few steps instead of losing the epoch's validation."""
+    (earlier tapefit wrote one at an epoch's last step with `steps_per_execution` > 1, before
+    that epoch's validation) holds an epoch that is done but not validated: it is skipped for
+    the one before, which repeats a few steps instead of losing the epoch's validation."""
     for marker in reversed(checkpoints_in(directory)):
         epochs_done, steps_in = _order(marker)
         if steps_in and epoch_steps is not None and steps_in >= epoch_steps:
