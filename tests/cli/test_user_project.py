@@ -20,10 +20,11 @@ from tests import processes
 from tests.helpers import REPO, run_cli_batch, scalar_tags
 
 SECTION = (REPO / "docs" / "tutorials" / "your-own-model.md").read_text()
+HEADER = re.compile(r"(?:# @package \S+\n)?# (\S+?\.(?:py|yaml))\b")  # @package first, for Hydra
 FILES = {
-    re.match(r"# (\S+?),? ", block.splitlines()[0] + " ").group(1): block
+    HEADER.match(block).group(1): block
     for block in re.findall(r"```(?:py|yaml)\n(.*?)```", SECTION, flags=re.S)
-    if re.match(r"# \S+\.(py|yaml)\b", block)
+    if HEADER.match(block)
 }
 COMMANDS = [
     line.split("  #")[0].strip()
@@ -55,7 +56,7 @@ def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("user_project")
     for name, text in FILES.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text.split("\n", 1)[1])  # without the line naming the file
+        (root / name).write_text(text)  # as the page shows it, the comments included
     shutil.copy(REPO / "experiments" / "wgan_gp.py", root / "wgan_gp.py")
     (root / "my_project" / "kill.py").write_text(KILL)
     return root

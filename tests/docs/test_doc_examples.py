@@ -7,9 +7,11 @@ Every page under `docs/` is read for its fenced blocks, in page order:
   (a notebook started in a project folder). One test per page that has such blocks.
 - A ```` ```py ```` block is shown, never run (GPU or cluster code, snippets out of context).
   When its first line names a relative file (`# my_project/data.py`), the block is written
-  to that file, without that line, before the blocks after it run; so are ```` ```yaml ````
-  and other data blocks headed the same way (`# conf/data/waves.yaml`). A page's Python can
-  then use the project files the page shows.
+  to that file before the blocks after it run; so are ```` ```yaml ```` and other data blocks
+  headed the same way (`# conf/data/waves.yaml`; a Hydra `# @package` line may come first, as
+  Hydra reads it only there). Blocks in a language with `#` comments (Python, YAML, TOML)
+  are written as shown, so what a user copies is what runs; CSV, TSV, JSON and text blocks
+  without the line naming the file. A page's Python can then use the project files it shows.
 - ```` ```bash ```` blocks are not run.
 - A `--8<-- "path"` or `--8<-- "path:section"` line in a ```` ```python ```` block (a
   pymdownx snippet, as the site includes it) stands for that file, or its section between
@@ -39,7 +41,10 @@ DOCS = REPO / "docs"
 OPENING = re.compile(r"^(?P<indent>[ ]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)")
 LANGUAGE = re.compile(r"\s*\{?\.?(?P<lang>[\w+-]*)")
 CHECK = re.compile(r"<!--\s*check:\s*(?P<expression>.*?)\s*-->", re.S)
-FILE_HEADER = re.compile(r"^#\s+(?P<path>[\w.-]+(?:/[\w.-]+)*\.[A-Za-z0-9]+)(?=[\s,:]|$)")
+FILE_HEADER = re.compile(
+    r"^(?:#\s*@package\s+\S+\n)?#\s+(?P<path>[\w.-]+(?:/[\w.-]+)*\.[A-Za-z0-9]+)(?=[\s,:]|$)"
+)
+COMMENTED = {"py", "yaml", "yml", "toml", "ini"}  # their file keeps the comment naming it
 SNIPPET = re.compile(
     r'^(?P<indent>[ ]*)-{1,}8<-{1,}\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$'
 )
@@ -104,6 +109,8 @@ def _block_item(lang: str, line: int, body: str) -> Item:
         return Item("python", line, _expand_snippets(body))
     header = FILE_HEADER.match(body)
     if lang in DATA_LANGUAGES and header and ".." not in header["path"].split("/"):
+        if lang in COMMENTED:  # written as shown: what a user copies is what is tested
+            return Item("file", line, body, header["path"])
         return Item("file", line, body.split("\n", 1)[1] if "\n" in body else "", header["path"])
     return Item("shown", line, body)
 
