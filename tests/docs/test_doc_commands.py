@@ -3,9 +3,10 @@
 A page's shell blocks are read line by line (`\\` continuations joined); each command that runs
 tapefit (`python -m tapefit`, the `tapefit` script, and what `python -m tapefit.launch` passes
 after `--`) is composed with Hydra in this process, from a folder holding the project files the
-page itself shows (its `# conf/...` and `# my_project/...` blocks, written as shown; a page that runs another
-page's project says so with `<!-- commands: project=tutorials/your-own-model.md -->`), with
-`--config-dir conf` as the CLI reads it. Then tapefit's own checks of a composed config run
+page itself shows (its `# conf/...` and `# my_project/...` blocks, written as shown; a page
+that runs another page's project says so with
+`<!-- commands: project=tutorials/your-own-model.md -->`), with `--config-dir conf` as the CLI
+reads it. Then tapefit's own checks of a composed config run
 (`check_config`: ranges, unknown keys, schedules, debug presets), as `python -m tapefit` runs
 them before anything is loaded. A command whose page lists it in `<!-- commands: ... -->`
 as `compose-only` is composed and not checked (it names a machine this is not: GPUs, a cluster).
@@ -39,7 +40,8 @@ COMPOSE_ONLY = re.compile(r"<!--\s*commands:\s*compose-only\s*-->")
 PROJECT = re.compile(r"<!--\s*commands:\s*project=(?P<page>\S+)\s*-->")
 # What `python -m tapefit.launch --workers 2` gives each worker (the pages running
 # trainer.strategy=multi_worker by hand say to set it on every machine).
-TF_CONFIG = '{"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}}'
+CLUSTER = '{"worker": ["127.0.0.1:1", "127.0.0.1:2"]}'
+TF_CONFIG = f'{{"cluster": {CLUSTER}, "task": {{"type": "worker", "index": 0}}}}'
 
 
 def tapefit_overrides(line: str) -> list[str] | None:
