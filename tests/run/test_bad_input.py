@@ -2,12 +2,15 @@
 is wrong and how to fix it, status.json says failed, and nothing looks like a finished run."""
 
 import json
+import os
+import sys
 
 import numpy as np
 import pytest
 
 from tapefit import TapefitError
 from tapefit.runner.train import run
+from tests import processes
 from tests.data.test_data import write_mnist
 from tests.helpers import run_cli
 
@@ -128,6 +131,29 @@ def test_run_directories_that_cannot_be_used(compose, tmp_path):
     for run_dir in (occupied, occupied / "below"):
         with pytest.raises(TapefitError, match=r"cannot be used: .*file is a file"):
             run(compose(QUICK), run_dir)
+    assert occupied.read_text() == "not a directory"
+
+
+@pytest.mark.slow
+def test_a_run_directory_that_is_a_file_is_one_line_from_the_cli(tmp_path):
+    """Hydra creates `hydra.run.dir` before tapefit runs: its FileExistsError traceback (exit
+    1) is now tapefit's line and exit code 2, for a file and for a path under one."""
+    occupied = tmp_path / "file"
+    occupied.write_text("not a directory")
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    for run_dir in (occupied, occupied / "below"):
+        result = processes.run(
+            [sys.executable, "-m", "tapefit", *QUICK, f"hydra.run.dir={run_dir}"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 2, result.stderr[-2000:]
+        assert "Traceback" not in result.stderr
+        [line] = [x for x in result.stderr.splitlines() if x.startswith("tapefit: error:")]
+        assert f"run directory {run_dir} cannot be used: {occupied} is a file" in line
     assert occupied.read_text() == "not a directory"
 
 
