@@ -98,7 +98,10 @@ def init_from(model: keras.Model, source: str | Path, strict: bool = True) -> di
             try:
                 model.load_weights(path, skip_mismatch=not strict)
             except ValueError as error:
-                first = str(error).strip().splitlines()[0]
+                lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+                first = lines[0] if lines else type(error).__name__
+                if first.endswith(":") and len(lines) > 1:  # Keras' detail is on the next line
+                    first = f"{first} {lines[1]}"
                 raise TapefitError(
                     f"init_from={source}: {first}; set init_from_strict=false to skip the "
                     "layers whose weights differ"

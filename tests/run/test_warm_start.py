@@ -3,6 +3,7 @@ optimizer afresh), says what it loaded, and refuses or skips layers whose shapes
 
 import json
 import logging
+import re
 
 import keras
 import numpy as np
@@ -56,8 +57,11 @@ def test_a_weights_file_and_a_keras_file_warm_start_alike(source_run, tmp_path):
 
 def test_other_shapes_are_refused_in_one_line_or_skipped_when_not_strict(source_run, tmp_path):
     wider = ["model.hidden_units=[64,32]", f"init_from={source_run}"]
-    with pytest.raises(TapefitError, match="init_from_strict=false"):
+    with pytest.raises(TapefitError, match="init_from_strict=false") as refused:
         tapefit.run(tapefit.compose([*QUICK, *wider]), tmp_path / "strict")
+    message = str(refused.value)
+    assert "\n" not in message and ":;" not in message  # Keras' detail, not a cut sentence
+    assert re.search(r"Example error message for object <[^>]+>: \w", message)
     weights = start_weights([*wider, "init_from_strict=false"], tmp_path / "loose")
     source = keras.models.load_model(source_run / "model.keras")
     np.testing.assert_array_equal(weights[0], np.array(source.weights[0]))  # first layer taken
