@@ -89,3 +89,13 @@ def test_the_committed_page_is_current():
     """docs/reference/config.md (which README links to) is what the build generates."""
     committed = (config_dir().parent / "docs" / "reference" / "config.md").read_text()
     assert committed == render_markdown(), "stale: run `make docs-config`"
+
+
+def test_the_page_names_what_the_default_experiment_sets(compose):
+    """config.md shows each option's own defaults; a default run also applies
+    `experiment=classifier`, and the page says which of its values differ."""
+    cfg = compose([])
+    page = (REPO / "docs" / "reference" / "config.md").read_text()
+    assert cfg.trainer.steps_per_execution != 1  # the trainer option's own default
+    assert f"`trainer.steps_per_execution: {cfg.trainer.steps_per_execution}`" in page
+    assert len(cfg.tune.space) > 0 and "the classifier's `tune.space`" in page
