@@ -15,6 +15,7 @@ from tapefit.config.reference import (
 from tapefit.config.schemas import TapefitConfig, config_dir
 
 OPTIONS = group_options()
+from tests.helpers import REPO
 
 
 def documented(group: str) -> set[str]:
