@@ -13,9 +13,9 @@ from tapefit.config.reference import (
     yaml_comments,
 )
 from tapefit.config.schemas import TapefitConfig, config_dir
+from tests.helpers import REPO
 
 OPTIONS = group_options()
-from tests.helpers import REPO
 
 
 def documented(group: str) -> set[str]:
