@@ -16,11 +16,12 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from tapefit.errors import TapefitError
-from tapefit.training.lifecycle import check_writable
+from tapefit.training.lifecycle import check_not_a_file
 
 
 class RunDirectoryCheck(Callback):
-    """`on_run_start`: refuse a `hydra.run.dir` that cannot be a directory, in one line.
+    """`on_run_start`: refuse a `hydra.run.dir` that cannot be a directory, in one line. It
+    creates nothing: Hydra resolves `${now:...}` again when it makes the directory.
 
     Example:
         >>> from omegaconf import OmegaConf
@@ -30,7 +31,7 @@ class RunDirectoryCheck(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            check_writable(Path(str(config.hydra.run.dir)))
+            check_not_a_file(Path(str(config.hydra.run.dir)))
         except TapefitError as error:
             print(f"tapefit: error: {error}", file=sys.stderr)
             sys.exit(2)

@@ -94,8 +94,9 @@ def alive(pid: int) -> bool:
     return True
 
 
-def check_writable(run_dir: Path) -> None:
-    """A one-line error unless `run_dir` is (or can become) a writable directory."""
+def check_not_a_file(run_dir: Path) -> None:
+    """A one-line error if `run_dir`, or the nearest of its parents that exists, is a file;
+    nothing is created."""
     for parent in [run_dir, *run_dir.parents]:
         if parent.exists() and not parent.is_dir():
             raise TapefitError(
@@ -104,6 +105,11 @@ def check_writable(run_dir: Path) -> None:
             )
         if parent.exists():
             break
+
+
+def check_writable(run_dir: Path) -> None:
+    """A one-line error unless `run_dir` is (or can become) a writable directory."""
+    check_not_a_file(run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         probe = run_dir / f".write-test-{os.getpid()}"
