@@ -450,7 +450,7 @@ def test_sigterm_to_the_launcher_and_its_timeout_stop_both_workers_resumably(two
         run_dir,
         pythonpath=tmp_path,
         timeout=10,
-        env={"SLOW_STEPS_S": "1"},
+        env={"SLOW_STEPS_S": "3"},
     )
     assert timed_out.returncode == 124, timed_out.stdout[-3000:]
     assert "still running after --timeout 10 s" in timed_out.stderr
