@@ -96,6 +96,18 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
         tests = [f"{k}={v:.4f}" for k, v in metrics.items() if k.startswith("test_")]
         print("test metrics: " + (", ".join(tests) or "none (the data has no test split)"))
         return metrics
+    try:
+        return run_search(cfg, output_dir, overrides)
+    except TapefitError as error:  # refused before (or while) the search wrote its own status
+        from tapefit.training.lifecycle import read_status, record_end
+
+        if (read_status(Path(output_dir)) or {}).get("state") != "failed":
+            record_end(Path(output_dir), "failed", error=str(error))
+        raise
+
+
+def run_search(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
+    """A learning-rate finder's sweep, keras-tuner's search or Optuna's study in `output_dir`."""
     if cfg.tune.algorithm == "lr_find":
         from tapefit.sweeps.lr_find import find
 

@@ -31,14 +31,16 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 # own; each result is appended as one JSON line as soon as the invocation ends, so a crash loses
 # only the invocations after it.
 _BATCH_CHILD = """
-import contextlib, importlib, io, json, sys, traceback
+import contextlib, importlib, io, json, os, sys, traceback
 
 results, invocations = sys.argv[1], json.loads(sys.argv[2])
 
-for module, args in invocations:
+for module, args, env in invocations:
     entry = importlib.import_module("tapefit.__main__" if module == "tapefit" else module)
     out, err = io.StringIO(), io.StringIO()
     sys.argv = [module, *args]
+    saved = dict(os.environ)
+    os.environ.update(env)
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             returned = entry.main()
@@ -55,19 +57,22 @@ for module, args in invocations:
         except BaseException:
             traceback.print_exc()
             code = 1
+    os.environ.clear()
+    os.environ.update(saved)
     with open(results, "a") as file:
         file.write(json.dumps([code, out.getvalue(), err.getvalue()]) + "\\n")
 """
 
 
 def run_cli_batch(
-    invocations: list[list[str] | tuple[str, list[str]]],
+    invocations: list[list[str] | tuple[str, list[str]] | tuple[str, list[str], dict]],
     cwd: Path = REPO,
     timeout: float = 300,
 ) -> list[subprocess.CompletedProcess]:
     """`python -m tapefit ARGS` for each ARGS in `invocations` (`python -m MODULE ARGS` for a
-    (MODULE, ARGS) pair, e.g. ("tapefit.evaluate", ["run=..."])), one after another in ONE fresh
-    process (one TensorFlow start-up for all): each calls the module's real entry point
+    (MODULE, ARGS) pair, e.g. ("tapefit.evaluate", ["run=..."]); a third item, a dict, is set in
+    os.environ for that invocation only: run-time variables such as TF_CONFIG), one after another
+    in ONE fresh process (one TensorFlow start-up for all): each calls the module's real entry point
     (`main()`; for tapefit the Hydra one) with its own sys.argv and gets its own stdout, stderr
     and exit code (SystemExit's code, as the interpreter would turn it into one). For
     independent invocations that train nothing, such as bad input refused before training; a
@@ -78,6 +83,7 @@ def run_cli_batch(
 
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
     pairs = [item if isinstance(item, tuple) else ("tapefit", item) for item in invocations]
+    pairs = [(*pair, {}) if len(pair) == 2 else pair for pair in pairs]
     with tempfile.TemporaryDirectory() as scratch:
         results = Path(scratch) / "results.jsonl"
         child = processes.run(

@@ -181,7 +181,7 @@ def explain_numerics(error: Exception) -> TapefitError | None:
     text = getattr(error, "message", str(error))
     if "Detected Infinity or NaN" not in text:
         return None
-    op_type = re.search(r'graph op "([^"]+)"', text)
+    op_type = re.search(r'(?:graph|eagerly-executing) op "([^"]+)"', text)  # traced or eager
     node = re.search(r"Detected at node (\S+?)/CheckNumerics", text)
     frames = re.findall(r"\+ (.+? \(L\d+\) \S+)\n -> ", text)
     where = [f"node {node.group(1)}"] if node else []

@@ -1,7 +1,6 @@
 """What a user's own project hits, through the real CLI from a project in a temporary folder:
-a maximised user metric, endless and unbatched datasets, ignored data keys, a leaked default
-search space, re-run commands that paste into a shell, the line saying a callback stopped the
-run, and a typo in the optimizer's options."""
+a maximised user metric, ignored data keys, re-run commands that paste into a shell, the line
+saying a callback stopped the run, and a typo in the optimizer's options."""
 
 import json
 import os
@@ -14,7 +13,6 @@ from omegaconf import OmegaConf
 
 from tapefit.errors import TapefitError
 from tests import processes
-from tests.helpers import run_cli_batch
 
 MODULE = textwrap.dedent(
     '''
@@ -119,37 +117,8 @@ def tapefit_cli(project: Path, *args: str, shell_command: str | None = None):
     )
 
 
-# The cases refused before training, all in one fresh process (one TensorFlow start-up, not
-# four); each test asserts on its own result. Exit code 2 from a process of its own is tested by
-# tests/run/test_bad_input.py::test_the_cli_prints_one_error_line_without_a_traceback.
-REFUSED = {
-    "unknown direction": AGREEMENT,
-    "leaked search space": ["tune=random"],
-    "endless dataset": ["data._target_=hits_user.datasets", "+data.repeat=true"],
-    "unbatched dataset": ["data._target_=hits_user.unbatched"],
-}
-REFUSALS = pytest.mark.xdist_group("user_project_hits_refusals")  # one worker runs the batch
-
-
-@pytest.fixture(scope="session")
-def refusals(project, tmp_path_factory):
-    """case -> (run directory, result) of `tapefit_cli(project, *REFUSED[case], run dir)`."""
-    run_dirs = {case: tmp_path_factory.mktemp("refused") for case in REFUSED}
-    results = run_cli_batch(
-        [
-            ["--config-dir", "conf", "experiment=autoencoder", *args, f"hydra.run.dir={run_dir}"]
-            for args, run_dir in zip(REFUSED.values(), run_dirs.values(), strict=True)
-        ],
-        cwd=project,
-    )
-    return {case: (run_dirs[case], result) for case, result in zip(REFUSED, results, strict=True)}
-
-
-def error_line(result) -> str:
-    assert result.returncode != 0, result.stdout[-2000:]
-    lines = [line for line in result.stderr.splitlines() if line.startswith("tapefit: error:")]
-    assert len(lines) == 1, result.stderr[-3000:]
-    return lines[0]
+# The refusals of this project (a metric with no direction, endless and unbatched datasets, a
+# leaked search space) are rows of docs/reference/errors.md: tests/docs/test_error_table.py.
 
 
 @pytest.fixture(scope="session")
@@ -170,15 +139,6 @@ def test_a_maximised_user_metric_selects_its_highest_epoch(maximised_run):
     assert metrics["tested_epoch"] == best
     status = json.loads((maximised_run / "status.json").read_text())
     assert status["objective_direction"] == "max"
-
-
-@REFUSALS
-def test_an_unknown_direction_is_refused_before_training(refusals):
-    tmp_path, result = refusals["unknown direction"]
-    line = error_line(result)
-    assert "cannot tell whether val_agreement is better higher or lower" in line
-    assert "objective_direction=max" in line
-    assert not (tmp_path / "history.json").exists()
 
 
 def test_a_maximised_search_keeps_the_highest_trial_and_its_command_pastes(project, tmp_path):
@@ -208,27 +168,6 @@ def test_a_maximised_search_keeps_the_highest_trial_and_its_command_pastes(proje
     cfg = OmegaConf.create(composed.stdout)
     assert cfg.compile.metrics[0]._target_ == "hits_user.Agreement"
     assert cfg.objective_direction == "max" and cfg.tune.algorithm == "none"
-
-
-@REFUSALS
-def test_a_leaked_default_search_space_says_where_it_came_from(refusals):
-    line = error_line(refusals["leaked search space"][1])
-    assert "tune.space.model.architecture" in line
-    assert "search_space=classifier" in line and "override /search_space: null" in line
-
-
-@REFUSALS
-def test_an_endless_training_dataset_needs_steps_per_epoch(refusals):
-    line = error_line(refusals["endless dataset"][1])
-    assert "the training dataset repeats forever" in line
-    assert "trainer.steps_per_epoch=N" in line
-
-
-@REFUSALS
-def test_an_unbatched_dataset_names_the_missing_batch_axis(refusals):
-    line = error_line(refusals["unbatched dataset"][1])
-    assert "looks unbatched" in line and "shape (4,)" in line and "dataset.batch(32)" in line
-    assert "Exception encountered" not in line  # Keras' own message instead of its wrapper
 
 
 def test_ignored_data_keys_and_an_early_stop_are_logged(project, tmp_path):

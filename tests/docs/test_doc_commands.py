@@ -23,6 +23,7 @@ templates (`[GROUP=OPTION ...]`, `<time>`, `OVERRIDES`).
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
@@ -31,12 +32,20 @@ from pathlib import Path
 import pytest
 
 from tests.docs.test_doc_examples import parse
-from tests.helpers import REPO
+from tests.helpers import REPO, run_cli_batch
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 SHELL = re.compile(r"```(?:bash|sh|shell|console)\n(.*?)```", re.S)
 TEMPLATE = re.compile(r"<[^>]+>|\[(?:GROUP|KEY)|OVERRIDES|RUN_DIR")
 COMPOSE_ONLY = re.compile(r"<!--\s*commands:\s*compose-only\s*-->")
+# Right before a shell block: its commands are composed and checked, not run (GPUs, a cluster,
+# the user's own files), and the page says why.
+NOT_RUN = re.compile(r"<!--\s*commands:\s*not-run\s+(?P<why>[^>]*?)\s*-->\s*$")
+# The page's small overrides, added after each command it runs (a command's own values lose);
+# with `python-above`, the page's Python blocks above its first command run first (they make
+# the files the commands read).
+RUN = re.compile(r"<!--\s*run:\s*(?P<overrides>.*?)\s*-->")
+PYTHON_ABOVE = "python-above"
 PROJECT = re.compile(r"<!--\s*commands:\s*project=(?P<page>\S+)\s*-->")
 # What `python -m tapefit.launch --workers 2` gives each worker (the pages running
 # trainer.strategy=multi_worker by hand say to set it on every machine).
@@ -89,7 +98,31 @@ def commands() -> list[tuple[Path, int, str]]:
     return found
 
 
+def not_run(page: Path, line: int) -> str | None:
+    """Why the command on `line` is not run, if its block follows a not-run directive."""
+    text = page.read_text()
+    for block in SHELL.finditer(text):
+        first = text[: block.start()].count("\n") + 2
+        if first <= line <= first + block.group(1).count("\n"):
+            marked = NOT_RUN.search(text[: block.start()])
+            return marked["why"].strip() if marked else None
+    raise AssertionError(f"{page}:{line} is in no shell block")
+
+
 COMMANDS = commands()
+# The launcher's commands are composed here; tests/run/test_scale_out.py and
+# tests/cli/test_user_project.py::test_two_workers_train_the_users_model run the launcher.
+LAUNCHED = "python -m tapefit.launch"
+
+
+def runs(page: Path, line: int, command: str) -> bool:
+    """Whether the suite runs the command (else it is composed and checked)."""
+    return not_run(page, line) is None and LAUNCHED not in command
+
+
+COMPOSED = [
+    (page, line, command) for page, line, command in COMMANDS if not runs(page, line, command)
+]
 
 
 def test_the_docs_show_tapefit_commands_and_each_is_read():
@@ -120,10 +153,10 @@ def projects(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("page", "line", "command"),
-    COMMANDS,
-    ids=[f"{page.relative_to(REPO)}:{line}" for page, line, _ in COMMANDS],
+    COMPOSED,
+    ids=[f"{page.relative_to(REPO)}:{line}" for page, line, _ in COMPOSED],
 )
-def test_every_command_composes_and_passes_the_config_checks(
+def test_every_command_not_run_composes_and_passes_the_config_checks(
     projects, monkeypatch, compose, page, line, command
 ):
     from tapefit.launch import multi_worker_overrides
@@ -146,3 +179,100 @@ def test_every_command_composes_and_passes_the_config_checks(
         check_config(cfg)
     for module in [name for name in sys.modules if name.startswith("my_project")]:
         del sys.modules[module]  # the next page's project has its own
+
+
+# What a page says a command leaves, beyond "it ends well" (exit code 0 and, for one run, a
+# status.json saying completed): (page, a regex on the command) -> files of its run directory.
+LEAVES = {
+    ("README.md", r"tune=random"): ["trials.csv", "best_config.yaml"],
+    ("find-a-learning-rate.md", r"tune=lr_find"): ["lr_find.png", "lr_find.csv"],
+    ("export.md", r"trainer\.export=true"): ["export/saved_model"],
+    ("export.md", r"onnx,litert"): ["export/model.onnx", "export/model.tflite"],
+    ("keep-checkpoints.md", r"save_top_k"): ["checkpoints"],
+    ("mlflow.md", r"logger=mlflow"): [],
+    ("sweeps.md", r"tune=random"): ["trials.csv"],
+    ("tensorboard.md", r"\."): ["tensorboard/train", "tensorboard/validation"],
+}
+# Commands the page itself says fail, with the line they fail with.
+FAILS = {
+    ("debug-presets.md", r"debug=numerics"): r"NaN/inf at epoch 1",
+}
+
+
+def runs_of(page: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, command, argv after `python -m tapefit`) of the page's commands that run."""
+    small = RUN.search(page.read_text())
+    extra = [w for w in shlex.split(small["overrides"]) if w != PYTHON_ABOVE] if small else []
+    found = []
+    for path, line, command in COMMANDS:
+        if path != page or not runs(page, line, command):
+            continue
+        words = shlex.split(command.split(" && ")[0], comments=True)
+        words = words[3:] if words[:2] == ["python", "-m"] else words[1:]
+        if "-m" in words:
+            words.append(f"hydra.sweep.dir=multirun/line-{line}")
+        elif not any(word.startswith("hydra.run.dir=") for word in words):
+            words.append(f"hydra.run.dir=outputs/line-{line}")
+        found.append((line, command, [*words, *extra]))
+    return found
+
+
+RUN_PAGES = [page for page in PAGES if runs_of(page)]
+
+
+def run_dir_of(folder: Path, argv: list[str]) -> Path | None:
+    for word in argv:
+        if word.startswith("hydra.run.dir="):
+            return folder / word.split("=", 1)[1]
+    return None
+
+
+def test_every_page_that_runs_commands_declares_its_small_overrides():
+    missing = [page.name for page in RUN_PAGES if not RUN.search(page.read_text())]
+    assert missing == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", RUN_PAGES, ids=[str(p.relative_to(REPO)) for p in RUN_PAGES])
+def test_every_command_runs_as_the_page_says(projects, monkeypatch, page):
+    folder = projects(page)
+    runs = runs_of(page)
+    if PYTHON_ABOVE in RUN.search(page.read_text())["overrides"].split():
+        monkeypatch.chdir(folder)
+        namespace: dict = {"__name__": "__main__"}
+        for item in parse(page.read_text()):
+            if item.kind == "python" and item.line < runs[0][0]:
+                exec(compile(item.text, f"{page}:{item.line}", "exec"), namespace)
+    results = run_cli_batch([argv for _, _, argv in runs], cwd=folder, timeout=900)
+    failures = []
+    for (line, command, argv), result in zip(runs, results, strict=True):
+        where = f"{page.name}:{line} `{command}`"
+        fails = [
+            said
+            for (name, key), said in FAILS.items()
+            if name == page.name and re.search(key, command)
+        ]
+        if fails:
+            errors = [x for x in result.stderr.splitlines() if x.startswith("tapefit: error:")]
+            if result.returncode != 2 or not errors or not re.search(fails[0], errors[0]):
+                failures.append(
+                    f"{where}: expected to fail with {fails[0]}: {result.stderr[-1500:]}"
+                )
+            continue
+        if result.returncode != 0:
+            failures.append(f"{where}: exit {result.returncode}: {result.stderr[-2000:]}")
+            continue
+        run_dir = run_dir_of(folder, argv)
+        if run_dir is None:
+            continue
+        status = json.loads((run_dir / "status.json").read_text())
+        if status["state"] != "completed":
+            failures.append(f"{where}: status {status}")
+        for (name, key), files in LEAVES.items():
+            if name == page.name and re.search(key, command):
+                missing = [file for file in files if not (run_dir / file).exists()]
+                if missing:
+                    failures.append(
+                        f"{where}: no {missing} in {sorted(p.name for p in run_dir.iterdir())}"
+                    )
+    assert not failures, "\n\n".join(failures)

@@ -2,15 +2,12 @@
 is wrong and how to fix it, status.json says failed, and nothing looks like a finished run."""
 
 import json
-import os
-import sys
 
 import numpy as np
 import pytest
 
 from tapefit import TapefitError
 from tapefit.runner.train import run
-from tests import processes
 from tests.data.test_data import write_mnist
 from tests.helpers import run_cli
 
@@ -134,29 +131,6 @@ def test_run_directories_that_cannot_be_used(compose, tmp_path):
     assert occupied.read_text() == "not a directory"
 
 
-@pytest.mark.slow
-def test_a_run_directory_that_is_a_file_is_one_line_from_the_cli(tmp_path):
-    """Hydra creates `hydra.run.dir` before tapefit runs: its FileExistsError traceback (exit
-    1) is now tapefit's line and exit code 2, for a file and for a path under one."""
-    occupied = tmp_path / "file"
-    occupied.write_text("not a directory")
-    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    for run_dir in (occupied, occupied / "below"):
-        result = processes.run(
-            [sys.executable, "-m", "tapefit", *QUICK, f"hydra.run.dir={run_dir}"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert result.returncode == 2, result.stderr[-2000:]
-        assert "Traceback" not in result.stderr
-        [line] = [x for x in result.stderr.splitlines() if x.startswith("tapefit: error:")]
-        assert f"run directory {run_dir} cannot be used: {occupied} is a file" in line
-    assert occupied.read_text() == "not a directory"
-
-
 def mnist_case(tmp_path, kind):
     path = tmp_path / "mnist.npz"
     arrays = write_mnist(path, n_train=40, n_test=10)
@@ -231,24 +205,6 @@ def test_non_utf8_pair_files_name_the_encoding_option(compose, tmp_path):
         compose(file_run(compose, tmp_path, path, "data.encoding=latin-1")), tmp_path / "ok"
     )
     assert sum(metrics["samples"].values()) == 41
-
-
-@pytest.mark.slow  # end to end: make test-fast leaves it out
-def test_a_byte_order_mark_and_a_typed_tab_delimiter_read_as_meant(compose, tmp_path):
-    text = "text1\ttext2\tlabel\n" + pair_lines(40).replace(",", "\t")
-    path = pairs_file(tmp_path, "\ufeff" + text, name="pairs.txt", encoding="utf-8")
-    overrides = file_run(compose, tmp_path, path, "data.format=csv", "data.delimiter='\\t'")
-    metrics = run(compose(overrides), tmp_path / "ok")
-    assert sum(metrics["samples"].values()) == 40
-
-
-@pytest.mark.slow  # end to end: make test-fast leaves it out
-def test_extra_trailing_columns_are_kept(compose, tmp_path):
-    lines = pair_lines(40).splitlines()
-    lines = [line + (",source,year" if i % 5 == 0 else "") for i, line in enumerate(lines)]
-    path = pairs_file(tmp_path, "text1,text2,label\n" + "\n".join(lines) + "\n")
-    metrics = run(compose(file_run(compose, tmp_path, path)), tmp_path / "ok")
-    assert sum(metrics["samples"].values()) == 40 and metrics["skipped_lines"] == 0
 
 
 def test_an_unterminated_quote_is_named_at_its_line_and_skip_counts_every_lost_line(
