@@ -110,8 +110,11 @@ def run_search(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
     """A learning-rate finder's sweep, keras-tuner's search or Optuna's study in `output_dir`."""
     if cfg.tune.algorithm == "lr_find":
         from tapefit.sweeps.lr_find import find
+        from tapefit.training.lifecycle import write_status
 
+        write_status(Path(output_dir), "running", kind="lr_find")
         summary = find(cfg, output_dir)
+        write_status(Path(output_dir), "completed", kind="lr_find", **summary)
         print(
             f"suggested learning rate: {summary['suggested_lr']:.3g} "
             f"(lr_find.png, lr_find.csv); train with: {summary['override']}"

@@ -1,24 +1,34 @@
-"""Every `python -m tapefit` command the README and the docs show composes as written.
+"""Every tapefit command the README and the docs show runs as the page says, or composes.
 
-A page's shell blocks are read line by line (`\\` continuations joined); each command that runs
-tapefit (`python -m tapefit`, the `tapefit` script, and what `python -m tapefit.launch` passes
-after `--`) is composed with Hydra in this process, from a folder holding the project files the
-page itself shows (its `# conf/...` and `# my_project/...` blocks, written as shown; a page
-that runs another page's project says so with
-`<!-- commands: project=tutorials/your-own-model.md -->`), with `--config-dir conf` as the CLI
-reads it. Then tapefit's own checks of a composed config run
-(`check_config`: ranges, unknown keys, schedules, debug presets), as `python -m tapefit` runs
-them before anything is loaded. A command whose page lists it in `<!-- commands: ... -->`
-as `compose-only` is composed and not checked (it names a machine this is not: GPUs, a cluster).
+A page's shell blocks are read line by line (`\\` continuations joined); a command runs tapefit
+when it is `python -m tapefit`, the `tapefit` script, or what `python -m tapefit.launch` passes
+after `--`. Each page's commands run in a folder holding the project files the page shows (its
+`# conf/...` and `# my_project/...` blocks, written as shown; a page that runs another page's
+project says so with `<!-- commands: project=tutorials/your-own-model.md -->`, and its own
+files are added).
 
-A launcher's or a hand-started worker's `trainer.strategy=multi_worker` gets the `TF_CONFIG`
-the launcher would give it; `hparams_search=...` needs Hydra's Optuna sweeper, an optional
-extra (`tapefit[hydra-optuna]`), and is skipped without it.
+**Run.** A page that runs commands declares, visibly in its source, the small overrides that
+keep them fast: `<!-- run: trainer.epochs=1 trainer.steps_per_epoch=2 -->`, added after each
+command (a command's own values lose); with the word `python-above`, the page's Python blocks
+above its first command run first (they write the files the commands read). Every command then
+runs through the real CLI (one process per page, `tests.helpers.run_cli_batch`), each in its own
+run directory (`hydra.run.dir=outputs/line-N`, or `hydra.sweep.dir=multirun/line-N` for a
+multirun), and must exit 0 with a `status.json` saying completed, leave the files the page
+names (`LEAVES`), end with the lines the page quotes (`ENDS`), or, where the page says it
+fails, fail with its `tapefit: error:` line and exit 2 (`FAILS`).
 
-What is not run here: training itself (the tutorials' Python blocks and the CLI tests train);
-Hydra's own settings (`hydra.*`, `hydra/launcher=...`), which are not tapefit's config; a
-multirun's sweep, of which the first value of each list is composed; lines written as
-templates (`[GROUP=OPTION ...]`, `<time>`, `OVERRIDES`).
+**Not run.** A shell block right after `<!-- commands: not-run (REASON) -->` is not run, and the
+page source says why (GPUs, a cluster, a kill between two commands, the user's own files);
+neither are the launcher's commands (tests/run/test_scale_out.py runs the launcher). Those are
+composed with Hydra in this process, `--config-dir conf` as the CLI reads it, and pass
+tapefit's own checks of a composed config (`check_config`: ranges, unknown keys, schedules,
+debug presets), as `python -m tapefit` runs them before anything is loaded; a page marked
+`<!-- commands: compose-only -->` is only composed (it names a machine this is not). A
+launcher's or a hand-started worker's `trainer.strategy=multi_worker` gets the `TF_CONFIG` the
+launcher would give it; `hparams_search=...` needs Hydra's Optuna sweeper (`tapefit[hydra-optuna]`)
+and is skipped without it.
+
+Lines written as templates (`[GROUP=OPTION ...]`, `<pid>`, `OVERRIDES`) are neither.
 """
 
 from __future__ import annotations
@@ -137,10 +147,10 @@ def projects(tmp_path_factory):
 
     def project(page: Path) -> Path:
         named = PROJECT.search(page.read_text())  # the page runs another page's project
-        source = REPO / "docs" / named["page"] if named else page
+        sources = [REPO / "docs" / named["page"], page] if named else [page]
         if page not in folders:
             folder = tmp_path_factory.mktemp(page.stem)
-            for item in parse(source.read_text()):
+            for item in [item for source in sources for item in parse(source.read_text())]:
                 if item.kind == "file":
                     (folder / item.path).parent.mkdir(parents=True, exist_ok=True)
                     (folder / item.path).write_text(item.text)
@@ -186,16 +196,29 @@ def test_every_command_not_run_composes_and_passes_the_config_checks(
 LEAVES = {
     ("README.md", r"tune=random"): ["trials.csv", "best_config.yaml"],
     ("find-a-learning-rate.md", r"tune=lr_find"): ["lr_find.png", "lr_find.csv"],
-    ("export.md", r"trainer\.export=true"): ["export/saved_model"],
-    ("export.md", r"onnx,litert"): ["export/model.onnx", "export/model.tflite"],
+    ("export.md", r"trainer\.export=true"): ["export/saved_model.pb"],
+    ("export.md", r"onnx,litert"): [
+        "export/onnx/serve.onnx",
+        "export/litert/serve.tflite",
+        "export/openvino/serve.xml",
+    ],
     ("keep-checkpoints.md", r"save_top_k"): ["checkpoints"],
     ("mlflow.md", r"logger=mlflow"): [],
     ("sweeps.md", r"tune=random"): ["trials.csv"],
     ("tensorboard.md", r"\."): ["tensorboard/train", "tensorboard/validation"],
 }
+# What a page says a run prints last: (page, a regex on the command) -> regexes for the last
+# lines of its standard output, in order (README and determinism.md: `make run`, which is
+# `python -m tapefit`, "ends with two lines such as ...").
+ENDS = {
+    ("README.md", r"model\.architecture=mlp"): [
+        r"test metrics: test_accuracy=\d\.\d{4}, test_loss=\d+\.\d{4}",
+        r"objective: val_accuracy=\d\.\d{4}",
+    ],
+}
 # Commands the page itself says fail, with the line they fail with.
 FAILS = {
-    ("debug-presets.md", r"debug=numerics"): r"NaN/inf at epoch 1",
+    ("debug-presets.md", r"debug=numerics"): r"debug=numerics: op \w+.*produced the first NaN",
 }
 
 
@@ -265,6 +288,13 @@ def test_every_command_runs_as_the_page_says(projects, monkeypatch, page):
         run_dir = run_dir_of(folder, argv)
         if run_dir is None:
             continue
+        for (name, key), lines in ENDS.items():
+            if name == page.name and re.search(key, command):
+                last = result.stdout.strip().splitlines()[-len(lines) :]
+                if len(last) < len(lines) or not all(
+                    re.fullmatch(said, printed) for said, printed in zip(lines, last, strict=True)
+                ):
+                    failures.append(f"{where}: ends with {last}, the page says {lines}")
         status = json.loads((run_dir / "status.json").read_text())
         if status["state"] != "completed":
             failures.append(f"{where}: status {status}")
