@@ -10,8 +10,8 @@ new run of the same config would). Some of those resumes are themselves swept on
 second kill in the resumed run, then a second resume). `tests/run/test_resume.py` kills real
 processes at named points with the same hook, to show a kill leaves what a copy holds.
 
-SIGTERM (the graceful stop) is swept over the places a stop can happen, for the cells with step
-checkpoints, in `test_a_sigterm_at_every_point_stops_and_resumes_bitwise`.
+SIGTERM (the graceful stop) is swept over the places a stop can happen, for the CNN cell with
+step checkpoints, in `test_a_sigterm_at_every_point_stops_and_resumes_bitwise`.
 
 The cells: the digits CNN (BatchNorm, Dropout) with EarlyStopping restoring its best weights,
 ReduceLROnPlateau and a user callback with state, with step checkpoints every 3 steps of a
@@ -224,7 +224,9 @@ def sigterm_points(passed: list[str]) -> list[str]:
     return sorted(set(chosen), key=passed.index)
 
 
-@pytest.mark.parametrize("cell", ["cnn-every_3_of_5-2_per_execution", "siamese-every_2_of_4"])
+# One cell: a stop is a flag read at the same places whatever the model (the Siamese cell's
+# SIGKILL sweep covers its state; its SIGTERM sweep, 77 s, found nothing the CNN's did not).
+@pytest.mark.parametrize("cell", ["cnn-every_3_of_5-2_per_execution"])
 def test_a_sigterm_at_every_point_stops_and_resumes_bitwise(cell, tmp_path, monkeypatch):
     """SIGTERM at each point: the run stops (status interrupted, no metrics.json unless the
     signal came after it), and `resume=true` ends like the uninterrupted run."""
