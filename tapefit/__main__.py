@@ -83,13 +83,14 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
     if cfg.tune.algorithm == "none":
         from tapefit.runner.train import run
         from tapefit.training.lifecycle import RunInterrupted, write_status
-        from tapefit.training.preemption import requeue, resume_if_requeued
+        from tapefit.training.preemption import requeue, requeued_start
 
-        resume_if_requeued(cfg)
+        if not cfg.resume and requeued_start(cfg.trainer.requeue):
+            cfg.resume = True  # a requeued SLURM job continues from its last checkpoint
         try:
             metrics = run(cfg, output_dir)
         except RunInterrupted as stop:
-            if requeue(cfg, stop.signum):
+            if requeue(cfg.trainer, stop.signum):
                 status = {"signal": stop.signum, "error": str(stop), "requeued": True}
                 write_status(Path(output_dir), "interrupted", **status)
             raise

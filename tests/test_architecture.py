@@ -42,7 +42,7 @@ LAYERS = [
         "step.gradcheck",
     },
     {"models", "data"},
-    {"config.schemas", "config.targets", "config.typecheck"},
+    {"config.schemas", "config.targets", "config.typecheck", "config.typed", "config.snapshot"},
     {"config.reference"},
     {
         "training.runtime",
@@ -69,6 +69,9 @@ LAYERS = [
         "training.warm_start",
         "training.top_k",
         "sweeps.search_space",
+        "sweeps.search_tracking",
+        "training.fitting",
+        "training.intervals",
     },
     {"sweeps.records"},
     {"runner"},
@@ -340,3 +343,18 @@ def test_the_modules_that_moved_keep_their_old_names():
 
     assert run is tapefit.run and compose is tapefit.compose
     assert build_model.__module__ == "tapefit.runner.phases"
+
+
+def test_below_the_runs_edge_no_function_takes_the_composed_config():
+    """The config becomes typed objects at the run's edge (`tapefit.runner.spec.RunSpec`):
+    `training/`, `step/`, `models/` and `data/` take those, never a `cfg`."""
+    below = ("tapefit.training", "tapefit.step", "tapefit.models", "tapefit.data")
+    taking = [
+        f"{module}.{node.name}"
+        for path in PACKAGE.rglob("*.py")
+        if (module := module_name(path)).startswith(below)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and "cfg" in [a.arg for a in [*node.args.args, *node.args.kwonlyargs]]
+    ]
+    assert taking == []

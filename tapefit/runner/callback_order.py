@@ -7,7 +7,7 @@ from typing import Any
 
 import keras
 
-from tapefit.protocols import hook
+from tapefit.runner.model_node import own_callbacks
 from tapefit.step.monitor import NonFiniteGuard
 from tapefit.training.callbacks import EpochLog, StepProgbar, build_callbacks
 from tapefit.training.objective import Objective
@@ -35,8 +35,7 @@ def assemble_callbacks(
 
     Callbacks that save or carry the others' state get the final list (`use_callbacks`).
     """
-    own = hook(model, "training_callbacks")
-    callbacks = list(own(data)) if own is not None else []
+    callbacks = list(own_callbacks(model, data))
     if cfg.trainer.on_nonfinite != "ignore":
         callbacks.insert(0, NonFiniteGuard())
     averages = connected.get("averages")

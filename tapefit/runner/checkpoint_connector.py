@@ -11,6 +11,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tapefit.config.snapshot import config_snapshot
 from tapefit.training.callback_state import CarryCallbackStates
 from tapefit.training.checkpoints import (
     EpochCheckpoint,
@@ -20,14 +21,9 @@ from tapefit.training.checkpoints import (
 )
 from tapefit.training.lifecycle import RESUME_DIR
 from tapefit.training.objective import Objective
-from tapefit.training.resume import (
-    check_same_config,
-    config_snapshot,
-    fill_tensorboard,
-    rewrite_csv,
-)
+from tapefit.training.resume import check_same_config, fill_tensorboard, rewrite_csv
 from tapefit.training.top_k import FOLDER, KeepBestCheckpoints
-from tapefit.training.warm_start import warm_start_from_config
+from tapefit.training.warm_start import init_from
 
 log = logging.getLogger("tapefit")
 
@@ -63,8 +59,9 @@ class CheckpointConnector:
         callback states; the CSV and TensorBoard files are rewritten to the checkpointed
         epochs. `epoch_steps`: the steps of one Keras epoch, where known (`FitPlan`)."""
         state = Resumption()
-        with strategy.scope():
-            warm_start_from_config(model, self.cfg)  # init_from=..., before any resume
+        if self.cfg.get("init_from"):  # another run's weights, before any resume
+            with strategy.scope():
+                init_from(model, self.cfg.init_from, bool(self.cfg.get("init_from_strict", True)))
         if warm_start is not None:
             with strategy.scope():  # the optimizers' variables belong to the strategy
                 build_optimizers(model)
@@ -79,7 +76,7 @@ class CheckpointConnector:
                 "resume=true but %s holds no checkpoint: starting from scratch", self.run_dir
             )
             return state
-        check_same_config(restored["config"], self.cfg, self.cfg.force_resume)
+        check_same_config(restored["config"], config_snapshot(self.cfg), self.cfg.force_resume)
         state = Resumption(
             done=restored["epochs_done"],
             steps_in=restored["steps_in_epoch"],

@@ -89,9 +89,14 @@ def data_options(data: Any, owned: tuple[str, ...] = OWNED_DATA_KEYS) -> Pipelin
 
 
 def load_data(cfg: Any) -> Any:
-    """Call the loader `cfg.data` names and return the run's data object."""
-    loader = check_data(cfg.data)
+    """Call the loader `cfg.data` names and return the run's data object. The node was
+    checked with the config (`check_data`); `instantiate` checks it against the loader's
+    signature as it calls it."""
+    if not has_target(cfg.data):
+        check_data(cfg.data)  # its one-line refusal
+    loader = locate(cfg.data["_target_"], "data._target_")
     owned = owned_keys(loader)
+    options = data_options(cfg.data, owned)
     accepted, takes_any = accepted_arguments(loader)
     supplied = {"seed": cfg.seed, "batch_size": cfg.data.get("batch_size", DataOptions.batch_size)}
     extra = {
@@ -105,9 +110,7 @@ def load_data(cfg: Any) -> Any:
     gets_batch_size = "batch_size" in extra or "batch_size" in accepted
     for key, why in ignored_data_keys(cfg.data, returned, gets_batch_size, owned).items():
         log.warning("data.%s=%s is ignored: %s", key, cfg.data[key], why)
-    return splits_from_loader(
-        returned, f"data._target_={cfg.data._target_}", data_options(cfg.data, owned), cfg.seed
-    )
+    return splits_from_loader(returned, f"data._target_={cfg.data._target_}", options, cfg.seed)
 
 
 def ignored_data_keys(

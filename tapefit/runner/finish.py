@@ -14,7 +14,7 @@ import keras
 from tapefit.errors import TapefitError
 from tapefit.files import to_builtin, write_json
 from tapefit.protocols import hook
-from tapefit.runner.model_node import objective_of
+from tapefit.runner.spec import RunSpec
 from tapefit.training.debugging import overfit_verdict
 from tapefit.training.lifecycle import METRICS_FILE
 from tapefit.training.outputs import (
@@ -28,7 +28,7 @@ log = logging.getLogger("tapefit")
 
 
 def finalize(
-    cfg: Any,
+    spec: RunSpec,
     model: keras.Model,
     data: Any,
     history: dict[str, list[float]],
@@ -48,7 +48,7 @@ def finalize(
     if report is not None:
         results.update(report(data, run_dir))
     check_finite_metrics(results)
-    objective = objective_of(cfg)
+    objective = spec.objective
     name = objective.name
     value, epoch = objective.value_in(history, results)
     results.update(
@@ -64,22 +64,23 @@ def finalize(
         **write_model_summary(model, run_dir / "model_summary.txt"),
     )
     results.setdefault("tested_epoch", results["epochs_run"] or None)
-    results.update(overfit_verdict(cfg, history))  # debug=overfit: did the loss fall enough?
+    results.update(overfit_verdict(spec.debug, history))  # debug=overfit: did the loss fall enough?
     if history:
         plot_curves(history, run_dir / "curves.png", name, epoch, results["tested_epoch"])
     results = to_builtin(results)
-    if cfg.trainer.strategy == "multi_worker":
+    trainer = spec.trainer
+    if trainer.strategy == "multi_worker":
         log.info("final weights digest: %s (the same on every worker)", weights_digest(model))
         if "train_rows_read" in results:
             log.info("this worker read %d training rows", results["train_rows_read"])
-    if cfg.trainer.export:  # a SavedModel (and trainer.export_formats), checked against the model
+    if trainer.export:  # a SavedModel (and trainer.export_formats), checked against the model
         from tapefit.training.export import EXPORT_DIR, export_for_serving
         from tapefit.training.export_formats import first_batch
 
-        formats, tolerance = cfg.trainer.export_formats, cfg.trainer.export_tolerance
+        formats, tolerance = trainer.export_formats, trainer.export_tolerance
         export_for_serving(model, run_dir / EXPORT_DIR, formats, first_batch(data), tolerance)
         results["export"] = EXPORT_DIR
-    if cfg.trainer.save_model:
+    if trainer.save_model:
         save_model(model, run_dir / "model.keras")
     write_json(run_dir / METRICS_FILE, results)
     return results

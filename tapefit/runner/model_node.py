@@ -7,11 +7,13 @@ class before it exists: the run's default objective."""
 from __future__ import annotations
 
 import inspect
+import weakref
 from typing import Any
 
 import keras
 from omegaconf import DictConfig, OmegaConf
 
+from tapefit.config.schemas import ObjectiveMode
 from tapefit.config.targets import (
     accepted_arguments,
     checked_target,
@@ -23,7 +25,8 @@ from tapefit.config.targets import (
 from tapefit.errors import TapefitError
 from tapefit.protocols import hook
 from tapefit.step.tape_model import TapeModel
-from tapefit.training.compiling import metric_name, model_compile_defaults
+from tapefit.training.compiling import metric_name
+from tapefit.training.direction import resolve_direction
 from tapefit.training.objective import Objective
 
 NOT_A_TAPE_MODEL = (
@@ -89,10 +92,10 @@ def check_tokenizer(cfg: Any, target: Any) -> None:
         )
 
 
-def build_model_from_config(cfg: Any, data: Any) -> keras.Model:
+def build_model_from_config(cfg: Any, data: Any, target: Any = None) -> keras.Model:
     """The configured model, given the data's `model_arguments()` its signature takes and the
-    config does not set."""
-    target = model_class(cfg)
+    config does not set. `target`: the class `model._target_` names, if located already."""
+    target = target or model_class(cfg)
     offered = hook(data, "model_arguments")
     accepted = set(accepted_arguments(target)[0])
     supplied = {
@@ -121,10 +124,10 @@ def build_model_from_config(cfg: Any, data: Any) -> keras.Model:
     return model
 
 
-def default_objective(cfg: Any) -> str:
+def default_objective(cfg: Any, target: Any = None) -> str:
     """The validation metric a run selects on when `objective` is null: the model class's
     `default_objective(data config)` if it has one, else `val_loss`."""
-    chooser = hook(model_class(cfg), "default_objective")
+    chooser = hook(target or model_class(cfg), "default_objective")
     if chooser is None:
         return "val_loss"
     data = cfg.data
@@ -132,10 +135,14 @@ def default_objective(cfg: Any) -> str:
     return str(chooser(plain))
 
 
-def objective_of(cfg: Any) -> Objective:
+def objective_of(cfg: Any, target: Any = None) -> Objective:
     """The run's objective: `cfg.objective`, or the model's default validation metric, with
     its direction and mode (one line refuses a direction `auto` cannot know)."""
-    return Objective.from_config(cfg, default_objective(cfg))
+    name = cfg.objective or default_objective(cfg, target)
+    direction = resolve_direction(
+        name, cfg.get("objective_direction", "auto"), "objective_direction"
+    )
+    return Objective(name, direction, ObjectiveMode(cfg.get("objective_mode", "best")).value)
 
 
 def tracker_names(model: keras.Model) -> list[str]:
@@ -144,9 +151,22 @@ def tracker_names(model: keras.Model) -> list[str]:
     return [m.name for m in model.metrics if m is not compiled and m.name != "compile_metrics"]
 
 
-def logged_metrics(cfg: Any, model: keras.Model) -> list[str]:
-    """What the step logs for training (and, with `val_`, validation): the model's trackers,
-    its own compile metrics and the configured ones."""
-    own = model_compile_defaults(model).get("metrics", [])
-    configured = [metric_name(m) for m in [*own, *cfg.compile.metrics]]
-    return list(dict.fromkeys([*tracker_names(model), *configured]))
+def logged_metrics(model: keras.Model, metrics: list[Any]) -> list[str]:
+    """What the step logs for training (and, with `val_`, validation): the model's trackers
+    and the `metrics` it was compiled with (its own and the configured ones)."""
+    compiled = [metric_name(m) for m in metrics]
+    return list(dict.fromkeys([*tracker_names(model), *compiled]))
+
+
+_OWN_CALLBACKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def own_callbacks(model: keras.Model, data: Any) -> list[keras.callbacks.Callback]:
+    """The model's `training_callbacks(data)` (none without the hook), asked once per model
+    and data: the checks before training and the callback order both use the same ones."""
+    known = _OWN_CALLBACKS.get(model)
+    if known is None or known[0] is not data:
+        hooked = hook(model, "training_callbacks")
+        known = (data, list(hooked(data)) if hooked is not None else [])
+        _OWN_CALLBACKS[model] = known
+    return known[1]

@@ -13,6 +13,7 @@ import tensorflow as tf
 from tapefit.config.targets import instantiate
 from tapefit.runner.data_node import load_data
 from tapefit.runner.model_node import build_model_from_config
+from tapefit.runner.spec import RunSpec
 from tapefit.runner.validation import check_logged_names
 from tapefit.training.building import build_before_training, build_step_variables
 from tapefit.training.compiling import compile_model
@@ -67,19 +68,24 @@ def sharded(data: Any, policy: str, strategy: tf.distribute.Strategy) -> Any:
     )
 
 
-def build_model(cfg: Any, data: Any, strategy: tf.distribute.Strategy) -> keras.Model:
+def build_model(
+    cfg: Any, data: Any, strategy: tf.distribute.Strategy, spec: RunSpec | None = None
+) -> keras.Model:
     """Build the configured TapeModel and compile it, inside `strategy`'s scope; it is built
-    from the data's element spec and checked before training."""
+    from the data's element spec and checked before training. `spec`: the run's, if it has
+    made it already (else made here from `cfg`)."""
+    spec = spec or RunSpec.of(cfg)
+    trainer = spec.trainer
     with strategy.scope():
-        model = build_model_from_config(cfg, data)
-        compile_model(model, cfg, steps_of(data.train, cfg.trainer.steps_per_epoch))
+        model = build_model_from_config(cfg, data, spec.model_class)
+        compiled = compile_model(model, spec.compile, steps_of(data.train, trainer.steps_per_epoch))
         build_before_training(model, data.train, f"model._target_={cfg.model._target_}")
         build_step_variables(model, data.train)
-    if cfg.trainer.save_model:
+    if trainer.save_model:
         check_saveable(model)  # refused now, not after training
-    if cfg.trainer.export:  # a format the model cannot go through: refused now too
-        check_exportable(model, list(cfg.trainer.export_formats))
-    check_logged_names(cfg, model, data)
+    if trainer.export:  # a format the model cannot go through: refused now too
+        check_exportable(model, list(trainer.export_formats))
+    check_logged_names(cfg, model, data, spec.objective, compiled.get("metrics", []))
     return model
 
 

@@ -24,8 +24,8 @@ from tapefit.runner import phases
 from tapefit.runner.callback_order import assemble_callbacks
 from tapefit.runner.checkpoint_connector import CheckpointConnector, Resumption
 from tapefit.runner.finish import finalize
-from tapefit.runner.model_node import objective_of
 from tapefit.runner.run_record import RunRecord
+from tapefit.runner.spec import RunSpec
 from tapefit.runner.validation import check_config
 from tapefit.training.averaging import AveragedWeights, uses_averages
 from tapefit.training.building import check_epoch_lengths
@@ -79,6 +79,7 @@ class Run:
         self.tracked = True  # the experiment tracker logs this process's run (the chief's)
         self.loggers: list[keras.callbacks.Callback] = []
         self.strategy: tf.distribute.Strategy | None = None  # set by `prepare`
+        self.spec: RunSpec | None = None  # set once the config is checked
 
     def execute(self) -> dict[str, Any]:
         """Run it; return the final metrics (see `tapefit.run`). Under multi-worker training
@@ -91,10 +92,12 @@ class Run:
 
     def _recorded(self) -> dict[str, Any]:
         with RunRecord(self.cfg, self.run_dir, self.hparams_session) as record:
+            check_config(self.cfg)
+            self.spec = RunSpec.of(self.cfg)  # the objective, the model class, ...: once
             with (
                 interruptible(self.stopper),
                 released_custom_gradients(),
-                numerics_checked(self.cfg),
+                numerics_checked(self.spec.debug),
             ):
                 results = self._train(record)
             CheckpointConnector(self.cfg, self.run_dir).discard()
@@ -103,8 +106,7 @@ class Run:
 
     def _train(self, record: RunRecord) -> dict[str, Any]:
         started = time.perf_counter()
-        check_config(self.cfg)
-        announce(self.cfg)
+        announce(self.spec.debug, self.spec.profile_batch)
         if self.tracked and self.cfg.get("logger") is not None:
             record.track(phases.build_logger(self.cfg))
             self.loggers = record.tracker_callbacks()
@@ -123,28 +125,28 @@ class Run:
 
     def _data(self) -> Any:
         """The run's data, loaded (and, across workers, sharded by the run's strategy)."""
-        data = limited(self.cfg, self.load_data(self.cfg))  # debug presets: fewer batches
-        if self.cfg.trainer.strategy == "multi_worker":
-            data = phases.sharded(data, self.cfg.trainer.shard_policy, self.strategy)
+        data = limited(self.spec.debug, self.load_data(self.cfg))  # debug: fewer batches
+        if self.spec.trainer.strategy == "multi_worker":
+            data = phases.sharded(data, self.spec.trainer.shard_policy, self.strategy)
         return data
 
     def _fit_and_finish(self, data: Any, strategy: tf.distribute.Strategy, started: float) -> dict:
-        cfg = self.cfg
-        check_epoch_lengths(data, cfg.trainer.steps_per_epoch, cfg.trainer.validation_steps)
-        check_interval(cfg.trainer, data.val is not None)
-        model = phases.build_model(cfg, data, strategy)
+        cfg, spec, trainer = self.cfg, self.spec, self.spec.trainer
+        check_epoch_lengths(data, trainer.steps_per_epoch, trainer.validation_steps)
+        check_interval(trainer, data.val is not None)
+        model = phases.build_model(cfg, data, strategy, spec)
         checkpoints = CheckpointConnector(cfg, self.run_dir)
-        plan = FitPlan.of(cfg.trainer, data.train)
+        plan = FitPlan.of(trainer, data.train)
         epoch_steps = plan.steps_per_epoch or steps_of(data.train, None)
         state = checkpoints.restore(model, strategy, self.warm_start, epoch_steps)
-        objective = objective_of(cfg)
-        chosen = selector(cfg, objective)
+        objective = spec.objective
+        chosen = selector(objective, trainer.test_weights, cfg.callbacks.early_stopping)
         kept = [chosen] if chosen is not None else []  # before the checkpointer: it saves them
         kept += checkpoints.kept_models(objective)
         if kept and state.callback_states[0]:  # its state now, even if no epoch is left
             apply_callback_states(kept, *state.callback_states)
         checkpointer = checkpoints.checkpointer(state)
-        if cfg.trainer.checkpoint_on_signal and cfg.trainer.checkpoints:
+        if trainer.checkpoint_on_signal and trainer.checkpoints:
             self.stopper.checkpoint = checkpointer  # a signal writes a checkpoint first
         averages = AveragedWeights(model) if uses_averages(model) else None
         before_writers = [
@@ -163,7 +165,7 @@ class Run:
             "averages": averages,
         }
         fitting = Fitting(
-            cfg, model, data, assemble_callbacks(cfg, model, data, self.run_dir, connected)
+            trainer, model, data, assemble_callbacks(cfg, model, data, self.run_dir, connected)
         )
         self._fit(fitting, state)
         timings = {"started": started, "train_time_s": time.perf_counter() - started}
@@ -171,7 +173,7 @@ class Run:
             first = self.warm_start[1] if self.warm_start else 0
             tested = use_selected_weights(model, chosen, first)
         history = history_lists(checkpointer.history)
-        return finalize(cfg, model, data, history, self.run_dir, timings, tested)
+        return finalize(spec, model, data, history, self.run_dir, timings, tested)
 
     def _fit(self, fitting: Fitting, state: Resumption) -> None:
         """The epochs left: the rest of an interrupted epoch on its own (the same shuffle,
@@ -180,7 +182,7 @@ class Run:
         unknown_length = bool(train.cardinality() == tf.data.UNKNOWN_CARDINALITY)
         done = state.done
         if done < epochs and fitting.plan.interval is None:  # intervals skip in their stream
-            replay_shuffles(train, done, self.cfg.trainer.steps_per_epoch, unknown_length)
+            replay_shuffles(train, done, self.spec.trainer.steps_per_epoch, unknown_length)
         if state.steps_in and done < epochs:
             fitting.run(Segment(done, done + 1, skip_steps=state.steps_in), unknown_length)
             done += 1

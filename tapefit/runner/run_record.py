@@ -12,11 +12,11 @@ from typing import Any
 import tensorflow as tf
 from omegaconf import OmegaConf
 
+from tapefit.config.snapshot import config_snapshot
 from tapefit.errors import TapefitError
 from tapefit.files import atomic_write
-from tapefit.training.hparams import RunSession, config_hyperparameters
+from tapefit.training.hparams import RunSession, hyperparameters_of
 from tapefit.training.lifecycle import RunInterrupted, claim, record_end, write_status
-from tapefit.training.resume import config_snapshot
 from tapefit.training.runtime import lost_worker_error
 
 log = logging.getLogger("tapefit")
@@ -31,7 +31,9 @@ class RunRecord:
         self.tracker: Any = None  # an experiment tracker (logger=...), told the same ends
         self.session = None
         if hparams_session and cfg.callbacks.tensorboard.enabled:
-            self.session = RunSession(run_dir / "tensorboard", config_hyperparameters(cfg))
+            self.session = RunSession(
+                run_dir / "tensorboard", hyperparameters_of(config_snapshot(cfg))
+            )
 
     def __enter__(self) -> RunRecord:
         callbacks = self.cfg.callbacks

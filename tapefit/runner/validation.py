@@ -12,11 +12,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from tapefit.config.schemas import DebugConfig
 from tapefit.config.targets import checked_target, has_target
+from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
-from tapefit.protocols import hook
 from tapefit.runner.data_node import check_data
-from tapefit.runner.model_node import check_model, default_objective, logged_metrics, objective_of
+from tapefit.runner.model_node import check_model, logged_metrics, objective_of, own_callbacks
 from tapefit.training.callbacks import (
     ACTING,
     MONITORING,
@@ -138,18 +139,18 @@ def tf_config_tasks() -> list[str]:
         return []
 
 
-def expected_logs(cfg: Any, model: Any, data: Any) -> set[str]:
-    """Every key the epoch logs of this run will hold, known once the model is built: what
-    its step logs (with `val_` when `data` has a validation split), what its
-    `training_callbacks` add, the learning rate and skipped steps when they are logged."""
-    names = set(logged_metrics(cfg, model))
+def expected_logs(cfg: Any, model: Any, data: Any, metrics: list[Any]) -> set[str]:
+    """Every key the epoch logs of this run will hold, known once the model is built and
+    compiled with `metrics`: what its step logs (with `val_` when `data` has a validation
+    split), what its `training_callbacks` add, the learning rate and skipped steps when they
+    are logged."""
+    names = set(logged_metrics(model, metrics))
     if cfg.trainer.on_nonfinite == "skip":
         names.add("skipped_steps")
     logged = set(names)
     if data.val is not None:
         logged |= {f"val_{name}" for name in names if name != "skipped_steps"}
-    callbacks = hook(model, "training_callbacks")
-    for callback in callbacks(data) if callbacks else []:
+    for callback in own_callbacks(model, data):
         logged |= set(getattr(callback, "logged_names", []))
     if cfg.callbacks.reduce_lr_on_plateau.enabled:
         logged.add("learning_rate")
@@ -237,7 +238,7 @@ def check_config(cfg: Any) -> None:
     check_scheduler(cfg)
     at_least(trainer.val_check_interval, 1, "trainer.val_check_interval", allow_null=True)
     check_profile_batch(cfg.callbacks.tensorboard.profile_batch)
-    check_debug(cfg)
+    check_debug(typed(DebugConfig, cfg.get("debug")))
     if not 0.0 < cfg.callbacks.reduce_lr_on_plateau.factor < 1.0:
         raise TapefitError(
             f"callbacks.reduce_lr_on_plateau.factor={cfg.callbacks.reduce_lr_on_plateau.factor}"
@@ -262,10 +263,12 @@ def check_config(cfg: Any) -> None:
     check_data(cfg.data)
 
 
-def check_logged_names(cfg: Any, model: Any, data: Any) -> None:
-    """Callback monitors and the objective must be names the run logs: checked once the
-    model is built, still before training."""
-    logged = expected_logs(cfg, model, data)
+def check_logged_names(
+    cfg: Any, model: Any, data: Any, objective: Objective, metrics: list[Any]
+) -> None:
+    """Callback monitors and the run's `objective` must be names the run logs: checked once
+    the model is built and compiled with `metrics`, still before training."""
+    logged = expected_logs(cfg, model, data, metrics)
     for option in MONITORING:
         monitor = cfg.callbacks[option].monitor
         if cfg.callbacks[option].enabled and monitor not in logged:
@@ -273,16 +276,18 @@ def check_logged_names(cfg: Any, model: Any, data: Any) -> None:
                 f"callbacks.{option}.monitor={monitor} is not a logged metric: choose one of "
                 f"{', '.join(sorted(logged))}"
             )
-    checked_objective(cfg, logged)
+    check_logged_objective(objective.name, logged)
 
 
-def checked_objective(cfg: Any, logged: set[str] | None = None) -> Objective:
-    """The run's objective, refused unless the run logs it (or, named explicitly, a test
-    metric `evaluate` reports; not checked when the logs are not known yet), then unless its
-    direction is stated or known."""
-    name = cfg.objective or default_objective(cfg)
-    if logged is not None:
-        per_epoch_only = {"learning_rate", "skipped_steps"}  # not something evaluate() reports
-        tests = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
-        check_objective(name, logged, tests)
+def check_logged_objective(name: str, logged: set[str]) -> None:
+    """The objective `name` must be a metric the run logs, or (named explicitly) a test
+    metric `evaluate` reports."""
+    per_epoch_only = {"learning_rate", "skipped_steps"}  # not something evaluate() reports
+    tests = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
+    check_objective(name, logged, tests)
+
+
+def checked_objective(cfg: Any) -> Objective:
+    """The objective of a search's runs, refused in one line unless its direction is stated or
+    known (whether they log it is checked in each run, once its model is built)."""
     return objective_of(cfg)

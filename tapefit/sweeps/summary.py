@@ -13,9 +13,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from tapefit.files import read_json
 from tapefit.sweeps.records import best_first, write_trials_csv
+from tapefit.sweeps.search_tracking import search_tracker
 from tapefit.training.direction import metric_direction
 from tapefit.training.lifecycle import METRICS_FILE, STATUS_FILE
-from tapefit.training.tracking import PARENT_ENV, search_tracker
+from tapefit.training.tracking import PARENT_ENV
 
 log = logging.getLogger("tapefit")
 

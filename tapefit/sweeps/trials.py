@@ -25,6 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from tapefit.config.schemas import TuneAlgorithm
+from tapefit.config.snapshot import config_snapshot
 from tapefit.errors import TapefitError
 from tapefit.files import atomic_write, read_json, write_json
 from tapefit.runner.train import build_data, run
@@ -38,6 +39,7 @@ from tapefit.sweeps.records import (
     write_trials_csv,
 )
 from tapefit.sweeps.search_space import apply_values, corner_values, declare, override_text
+from tapefit.sweeps.search_tracking import search_tracker
 from tapefit.training.checkpoints import EpochCheckpoint
 from tapefit.training.lifecycle import (
     METRICS_FILE,
@@ -47,8 +49,7 @@ from tapefit.training.lifecycle import (
     read_status,
     write_status,
 )
-from tapefit.training.resume import MAY_DIFFER, check_same_config, config_snapshot
-from tapefit.training.tracking import search_tracker
+from tapefit.training.resume import MAY_DIFFER, check_same_config
 
 log = logging.getLogger("tapefit")
 
@@ -436,7 +437,10 @@ def claim_search(search_dir: Path, cfg: Any) -> None:
     saved = search_dir / "search_config.json"
     if saved.is_file() and not cfg.tune.overwrite:
         check_same_config(
-            json.loads(saved.read_text()), cfg, cfg.force_resume, may_differ=SEARCH_MAY_DIFFER
+            json.loads(saved.read_text()),
+            config_snapshot(cfg),
+            cfg.force_resume,
+            may_differ=SEARCH_MAY_DIFFER,
         )
     write_json(saved, config_snapshot(cfg))
     write_status(search_dir, "running", kind="search")

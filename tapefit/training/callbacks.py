@@ -133,13 +133,14 @@ def build_callback(
 
 
 def build_callbacks(
-    cfg: Any,
+    settings: Any,
     run_dir: Path,
     before_writers: list[keras.callbacks.Callback] | None = None,
     append: bool = False,
     objective: Objective | None = None,
 ) -> list[keras.callbacks.Callback]:
-    """The enabled callbacks of `cfg` (the `callbacks` group), with files under `run_dir`:
+    """The enabled callbacks of `settings` (the `callbacks` node: each callback's node by its
+    name, and `extra`), with files under `run_dir`:
     those that change the logs or the run (early stopping, checkpoints, learning-rate
     plateau) first, then `extra` (more callbacks named by `_target_`), then
     `before_writers`, then those that write the logs (TensorBoard, telemetry, CSV; the CSV
@@ -149,10 +150,10 @@ def build_callbacks(
 
     def built(names: tuple[str, ...]) -> list[keras.callbacks.Callback]:
         return [
-            build_callback(name, cfg[name], run_dir, objective, append)
+            build_callback(name, settings[name], run_dir, objective, append)
             for name in names
-            if cfg[name].enabled
+            if settings[name].enabled
         ]
 
-    extra = [instantiate(node, f"callbacks.extra.{name}") for name, node in cfg.extra.items()]
+    extra = [instantiate(node, f"callbacks.extra.{name}") for name, node in settings.extra.items()]
     return [*built(ACTING), *extra, *(before_writers or []), *built(WRITERS)]

@@ -1,56 +1,108 @@
-"""`Model.compile`'s arguments from config: the optimizer (or several, by name), the loss and
-metrics of the `compile` section on top of the model's own, and the tape step's policies."""
+"""`Model.compile`'s arguments from the run's typed settings: the optimizer (or several, by
+name) with its schedule, the loss and metrics of the `compile` section on top of the model's
+own, and the tape step's policies."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import keras
 from omegaconf import DictConfig
 
-from tapefit.config.targets import checked_target, has_target, instantiate
+from tapefit.config.targets import has_target, instantiate
 from tapefit.errors import TapefitError
 from tapefit.training.optimizers import build_optimizer
 from tapefit.training.runtime import jit_compile_argument
 
 
-def step_policies(cfg: Any) -> dict[str, Any]:
-    """TapeModel.compile's step options from `cfg.trainer` and `cfg.callbacks.step_telemetry`."""
-    telemetry = cfg.callbacks.step_telemetry
-    return {
-        "on_nonfinite": cfg.trainer.on_nonfinite,
-        "on_missing_gradients": cfg.trainer.on_missing_gradients,
-        "allow_missing_gradients": list(cfg.trainer.allow_missing_gradients),
-        "gradient_telemetry": (
-            "off" if not telemetry.enabled else "histograms" if telemetry.histograms else "norm"
-        ),
-    }
+@dataclass(frozen=True)
+class StepPolicies:
+    """The tape step's policies (`TapeModel.compile`'s own arguments): what a NaN/inf step does,
+    what a variable without a gradient does, which may have none, and the gradient telemetry.
 
+    Example:
+        >>> StepPolicies().arguments()["on_nonfinite"]
+        'stop'
+    """
 
-def configured_optimizer(cfg: Any, steps_per_epoch: int | None = None) -> Any:
-    """`cfg.optimizer`, or `{name: optimizer}` for every entry of `cfg.optimizers`, each
-    with the `scheduler` group's schedule over its learning rate (`steps_per_epoch`: the
-    training split's batches, None for an endless stream)."""
-    accumulate = cfg.trainer.gradient_accumulation_steps
-    schedule = learning_rate_schedule(cfg, steps_per_epoch)
-    if cfg.optimizers:
+    on_nonfinite: str = "stop"
+    on_missing_gradients: str = "error"
+    allow_missing_gradients: tuple[str, ...] = ()
+    gradient_telemetry: str = "norm"  # off | norm | histograms
+
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments `TapeModel.compile` takes for them."""
         return {
-            name: build_optimizer(options, accumulate, f"optimizers.{name}", schedule)
-            for name, options in cfg.optimizers.items()
+            "on_nonfinite": str(getattr(self.on_nonfinite, "value", self.on_nonfinite)),
+            "on_missing_gradients": str(
+                getattr(self.on_missing_gradients, "value", self.on_missing_gradients)
+            ),
+            "allow_missing_gradients": list(self.allow_missing_gradients),
+            "gradient_telemetry": self.gradient_telemetry,
         }
-    return build_optimizer(cfg.optimizer, accumulate, schedule=schedule)
 
 
-def learning_rate_schedule(cfg: Any, steps_per_epoch: int | None) -> Any:
-    """`learning_rate -> schedule` for the configured `scheduler` (None without one): its
-    `_target_` called with the learning rate, the run's total steps (`trainer.epochs` times
-    `steps_per_epoch`) and `steps_per_epoch`."""
-    node = cfg.get("scheduler")
+@dataclass(frozen=True)
+class CompileSettings:
+    """Everything `Model.compile` gets, resolved at the run's edge (`tapefit.runner.spec`).
+
+    Attributes:
+        optimizers: The optimizer node by its config key: `{"optimizer": node}`, or
+            `{"optimizers.NAME": node}` for every optimizer a step names.
+        scheduler: The `scheduler` node (`_target_`), or None for a constant rate.
+        loss: `compile.loss` (a Keras name or a `_target_` node), None for the model's own.
+        metrics: `compile.metrics`, added to the model's own.
+        epochs: `trainer.epochs` (a schedule's length is epochs times steps per epoch).
+        accumulate: `trainer.gradient_accumulation_steps`.
+        steps_per_execution: `trainer.steps_per_execution`.
+        jit_compile: `trainer.jit_compile` (None: Keras' auto).
+        run_eagerly: `trainer.run_eagerly`.
+        policies: The tape step's policies.
+
+    Example:
+        >>> from omegaconf import OmegaConf
+        >>> node = OmegaConf.create({"_target_": "keras.optimizers.SGD", "learning_rate": 0.1})
+        >>> settings = CompileSettings({"optimizer": node})
+        >>> type(configured_optimizer(settings)).__name__
+        'SGD'
+    """
+
+    optimizers: dict[str, Any]
+    scheduler: Any = None
+    loss: Any = None
+    metrics: tuple[Any, ...] = ()
+    epochs: int = 1
+    accumulate: int | None = None
+    steps_per_execution: int = 1
+    jit_compile: bool | None = None
+    run_eagerly: bool = False
+    policies: StepPolicies = field(default_factory=StepPolicies)
+
+
+def configured_optimizer(settings: CompileSettings, steps_per_epoch: int | None = None) -> Any:
+    """The optimizer, or `{name: optimizer}` for several named ones, each with the schedule
+    over its learning rate (`steps_per_epoch`: the training split's batches, None for an
+    endless stream)."""
+    schedule = learning_rate_schedule(settings.scheduler, settings.epochs, steps_per_epoch)
+    if list(settings.optimizers) != ["optimizer"]:
+        return {
+            key.removeprefix("optimizers."): build_optimizer(
+                node, settings.accumulate, key, schedule
+            )
+            for key, node in settings.optimizers.items()
+        }
+    return build_optimizer(settings.optimizers["optimizer"], settings.accumulate, schedule=schedule)
+
+
+def learning_rate_schedule(node: Any, epochs: int, steps_per_epoch: int | None) -> Any:
+    """`learning_rate -> schedule` for the `scheduler` node (None without one): its `_target_`
+    called with the learning rate, the run's total steps (`epochs` times `steps_per_epoch`)
+    and `steps_per_epoch`."""
     if node is None:
         return None
-    total = None if steps_per_epoch is None else cfg.trainer.epochs * steps_per_epoch
+    total = None if steps_per_epoch is None else epochs * steps_per_epoch
     supplied = {"total_steps": total, "steps_per_epoch": steps_per_epoch}
-    checked_target(node, "scheduler", supplied=("learning_rate", *supplied))
     return lambda learning_rate: instantiate(
         node, "scheduler", learning_rate=learning_rate, **supplied
     )
@@ -76,15 +128,14 @@ def keras_object(value: Any, key: str, kind: str) -> Any:
     return value
 
 
-def compile_objects(cfg: Any, defaults: dict[str, Any]) -> dict[str, Any]:
+def compile_objects(settings: CompileSettings, defaults: dict[str, Any]) -> dict[str, Any]:
     """The model's own `loss`/`metrics` (`defaults`), with `compile.loss` replacing the loss
     and `compile.metrics` added to the metrics."""
     arguments = dict(defaults)
-    if cfg.compile.loss is not None:
-        arguments["loss"] = keras_object(cfg.compile.loss, "compile.loss", "loss")
+    if settings.loss is not None:
+        arguments["loss"] = keras_object(settings.loss, "compile.loss", "loss")
     extra = [
-        keras_object(m, f"compile.metrics[{i}]", "metric")
-        for i, m in enumerate(cfg.compile.metrics)
+        keras_object(m, f"compile.metrics[{i}]", "metric") for i, m in enumerate(settings.metrics)
     ]
     if extra:
         arguments["metrics"] = [*arguments.get("metrics", []), *extra]
@@ -98,18 +149,26 @@ def model_compile_defaults(model: keras.Model) -> dict[str, Any]:
     return dict(defaults()) if callable(defaults) else {}
 
 
-def compile_model(model: keras.Model, cfg: Any, steps_per_epoch: int | None = None) -> None:
-    """Compile `model` as the config says (inside the strategy's scope, by the caller): the
-    model's own defaults (`compile_defaults()`), then `compile.loss`/`compile.metrics`;
-    `steps_per_epoch` (the training split's batches) sets the learning-rate schedule's length."""
+def compile_model(
+    model: keras.Model, settings: CompileSettings, steps_per_epoch: int | None = None
+) -> dict[str, Any]:
+    """Compile `model` as `settings` say (inside the strategy's scope, by the caller): the
+    model's own defaults (`compile_defaults()`, asked once), then `compile.loss`/`compile.metrics`;
+    `steps_per_epoch` (the training split's batches) sets the learning-rate schedule's length.
+
+    Returns:
+        The `loss` and `metrics` compile got (what the step will log, with the trackers).
+    """
+    objects = compile_objects(settings, model_compile_defaults(model))
     model.compile(
-        optimizer=configured_optimizer(cfg, steps_per_epoch),
-        steps_per_execution=cfg.trainer.steps_per_execution,
-        jit_compile=jit_compile_argument(cfg.trainer.jit_compile),
-        run_eagerly=cfg.trainer.run_eagerly,
-        **step_policies(cfg),
-        **compile_objects(cfg, model_compile_defaults(model)),
+        optimizer=configured_optimizer(settings, steps_per_epoch),
+        steps_per_execution=settings.steps_per_execution,
+        jit_compile=jit_compile_argument(settings.jit_compile),
+        run_eagerly=settings.run_eagerly,
+        **settings.policies.arguments(),
+        **objects,
     )
+    return objects
 
 
 def metric_name(metric: Any) -> str:
@@ -117,6 +176,10 @@ def metric_name(metric: Any) -> str:
     (`name` if the config gives one, else the class's default)."""
     if isinstance(metric, str):
         return metric
+    if isinstance(metric, keras.metrics.Metric):  # built already (compile_objects)
+        return str(metric.name)
+    if callable(metric) and not isinstance(metric, DictConfig | dict):  # a metric function
+        return str(getattr(metric, "__name__", metric))
     if isinstance(metric, DictConfig | dict) and "name" in metric:
         return str(metric["name"])
     built = instantiate(metric, "compile.metrics")

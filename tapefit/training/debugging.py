@@ -19,7 +19,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tapefit.config.schemas import DebugMode
+from tapefit.config.schemas import DebugConfig, DebugMode
 from tapefit.errors import TapefitError
 
 log = logging.getLogger("tapefit")
@@ -37,92 +37,88 @@ ANNOUNCEMENTS = {
 }
 
 
-def mode_of(cfg: Any) -> DebugMode:
-    """The run's debug mode (`debug.mode`; none without the node)."""
-    node = cfg.get("debug")
-    return DebugMode(node.mode) if node is not None else DebugMode.none
+def announce(debug: DebugConfig, profile_batch: Any = None) -> None:
+    """Log, once at the start, what the debug preset does to this run.
 
-
-def announce(cfg: Any) -> None:
-    """Log, once at the start, what the debug preset does to this run."""
-    mode = mode_of(cfg)
-    if mode is not DebugMode.none:
-        text = ANNOUNCEMENTS[mode].format(
-            batches=cfg.debug.batches,
-            ratio=cfg.debug.overfit_ratio,
-            profile=cfg.callbacks.tensorboard.profile_batch,
+    Args:
+        debug: The run's `debug` settings.
+        profile_batch: `callbacks.tensorboard.profile_batch` (what `debug=profile` profiles).
+    """
+    if debug.mode is not DebugMode.none:
+        text = ANNOUNCEMENTS[debug.mode].format(
+            batches=debug.batches, ratio=debug.overfit_ratio, profile=profile_batch
         )
         log.info("%s", text)
 
 
-def check_debug(cfg: Any) -> None:
+def check_debug(debug: DebugConfig) -> None:
     """Refuse debug settings no run can use, in one line.
 
     Raises:
         TapefitError: `debug.batches` below 1 or `debug.overfit_ratio` outside (0, 1).
+
+    Example:
+        >>> check_debug(DebugConfig(DebugMode.overfit, batches=0))
+        Traceback (most recent call last):
+        tapefit.errors.TapefitError: debug.batches=0 must be at least 1
     """
-    node = cfg.get("debug")
-    if node is None:
-        return
-    if node.batches < 1:
-        raise TapefitError(f"debug.batches={node.batches} must be at least 1")
-    if not 0.0 < node.overfit_ratio < 1.0:
+    if debug.batches < 1:
+        raise TapefitError(f"debug.batches={debug.batches} must be at least 1")
+    if not 0.0 < debug.overfit_ratio < 1.0:
         raise TapefitError(
-            f"debug.overfit_ratio={node.overfit_ratio} must be in (0, 1): the share of the "
+            f"debug.overfit_ratio={debug.overfit_ratio} must be in (0, 1): the share of the "
             "first epoch's training loss the last epoch must fall below"
         )
 
 
-def limited(cfg: Any, data: Any) -> Any:
+def limited(debug: DebugConfig, data: Any) -> Any:
     """`data` as the debug mode wants it: `fast_dev_run` keeps `debug.batches` batches of
     each split; `overfit` trains, validates and tests on the same `debug.batches` training
     batches, fixed (cached at their first pass: the same batches every epoch).
 
     Args:
-        cfg: The composed config.
+        debug: The run's `debug` settings.
         data: The run's data object (a dataclass with `train`, `val`, `test`).
 
     Returns:
         The data, changed only in debug modes that limit batches.
     """
-    mode, batches = mode_of(cfg), cfg.debug.batches if cfg.get("debug") else 1
-    if mode is DebugMode.fast_dev_run:
+    if debug.mode is DebugMode.fast_dev_run:
         return dataclasses.replace(
             data,
             **{
-                split: getattr(data, split).take(batches)
+                split: getattr(data, split).take(debug.batches)
                 for split in ("train", "val", "test")
                 if getattr(data, split) is not None
             },
         )
-    if mode is DebugMode.overfit:
-        fixed = data.train.take(batches).cache()
+    if debug.mode is DebugMode.overfit:
+        fixed = data.train.take(debug.batches).cache()
         return dataclasses.replace(data, train=fixed, val=fixed, test=fixed)
     return data
 
 
-def overfit_verdict(cfg: Any, history: dict[str, list[float]]) -> dict[str, Any]:
+def overfit_verdict(debug: DebugConfig, history: dict[str, list[float]]) -> dict[str, Any]:
     """Under `debug=overfit`, whether the training loss fell below `overfit_ratio` of its
     first epoch's value ({} otherwise), logged and returned for `metrics.json`.
 
     Args:
-        cfg: The composed config.
+        debug: The run's `debug` settings.
         history: The run's History (`loss` per epoch).
 
     Returns:
         `{"overfit": {"first_loss", "last_loss", "threshold", "passed"}}` or `{}`.
 
     Example:
-        >>> from omegaconf import OmegaConf
-        >>> cfg = OmegaConf.create({"debug": {"mode": "overfit", "overfit_ratio": 0.1}})
-        >>> overfit_verdict(cfg, {"loss": [2.0, 0.5, 0.1]})["overfit"]["passed"]
+        >>> debug = DebugConfig(DebugMode.overfit, overfit_ratio=0.1)
+        >>> overfit_verdict(debug, {"loss": [2.0, 0.5, 0.1]})["overfit"]["passed"]
         True
     """
     losses = history.get("loss") or []
-    if mode_of(cfg) is not DebugMode.overfit or not losses:
+    if debug.mode is not DebugMode.overfit or not losses:
         return {}
     first, last = float(losses[0]), float(losses[-1])
-    threshold = first * cfg.debug.overfit_ratio
+    threshold = first * debug.overfit_ratio
     passed = math.isfinite(last) and last < threshold
     verdict = "the model can learn" if passed else "check the model, its loss and learning rate"
     log.info(
@@ -145,11 +141,11 @@ def overfit_verdict(cfg: Any, history: dict[str, list[float]]) -> dict[str, Any]
 
 
 @contextmanager
-def numerics_checked(cfg: Any) -> Iterator[None]:
+def numerics_checked(debug: DebugConfig) -> Iterator[None]:
     """Inside the block, under `debug=numerics`, TensorFlow checks every op's output for NaN
     and infinity (functions traced inside it are instrumented); off again afterwards, so
     the process's later runs are not slowed."""
-    if mode_of(cfg) is not DebugMode.numerics:
+    if debug.mode is not DebugMode.numerics:
         yield
         return
     tf.debugging.enable_check_numerics()

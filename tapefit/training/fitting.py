@@ -22,6 +22,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tapefit.config.schemas import TrainerConfig
 from tapefit.keras_compat import python_utils
 from tapefit.training.averaging import put_averages_in
 from tapefit.training.intervals import FitPlan
@@ -139,10 +140,12 @@ class Fitting:
     training however many `fit` calls a resume needs; `history` is Keras' `History` over all
     of them (the epochs trained in this process)."""
 
-    def __init__(self, cfg: Any, model: keras.Model, data: Any, callbacks: list) -> None:
-        self.cfg, self.model, self.data = cfg, model, data
-        self.plan = FitPlan.of(cfg.trainer, data.train)
-        self.stream = self.plan.stream(data.train, cfg.trainer.epochs)
+    def __init__(
+        self, trainer: TrainerConfig, model: keras.Model, data: Any, callbacks: list
+    ) -> None:
+        self.trainer, self.model, self.data = trainer, model, data
+        self.plan = FitPlan.of(trainer, data.train)
+        self.stream = self.plan.stream(data.train, trainer.epochs)
         self.history = keras.callbacks.History()
         self.callbacks = [*callbacks, self.history]
         for callback in self.callbacks if self.plan.interval else []:
@@ -153,11 +156,11 @@ class Fitting:
 
     def restart_stream(self, data: Any) -> None:
         """Read the training stream of `data` (the same data, built afresh) from now on."""
-        self.stream = self.plan.stream(data.train, self.cfg.trainer.epochs)
+        self.stream = self.plan.stream(data.train, self.trainer.epochs)
 
     def run(self, segment: Segment, unknown_length: bool) -> None:
         """Train the epochs of `segment` with `model.fit`."""
-        trainer, plan = self.cfg.trainer, self.plan
+        trainer, plan = self.trainer, self.plan
         offset = plan.stream_offset(segment.first, segment.skip_steps)
         train = self.stream.skip(offset) if offset else self.stream
         steps_per_epoch = (

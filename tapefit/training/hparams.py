@@ -16,8 +16,6 @@ from tensorboard.plugins.hparams import api as hparams_api
 from tensorboard.plugins.hparams import api_pb2
 from tensorboard.plugins.hparams import summary as hparams_summary
 
-from tapefit.training.resume import config_snapshot
-
 log = logging.getLogger("tapefit")
 
 # HParams knows no "interrupted": such a session ends as a failure, with the signal as its error,
@@ -33,11 +31,16 @@ NOT_HYPERPARAMETERS = ("resume", "force_resume", "trainer.verbose", "tune.", "ca
 Scalar = bool | int | float | str
 
 
-def config_hyperparameters(cfg: Any) -> dict[str, Scalar]:
-    """The resolved config's values as HParams can hold them, by dotted key: scalars as they
-    are, lists as JSON text; unset (null) keys and run-control keys left out."""
+def hyperparameters_of(snapshot: dict[str, Any]) -> dict[str, Scalar]:
+    """A config's values (its `config_snapshot`) as HParams can hold them, by dotted key:
+    scalars as they are, lists as JSON text; unset (null) keys and run-control keys left out.
+
+    Example:
+        >>> hyperparameters_of({"seed": 0, "resume": True, "model.units": [8, 4], "x": None})
+        {'seed': 0, 'model.units': '[8, 4]'}
+    """
     values: dict[str, Scalar] = {}
-    for key, value in config_snapshot(cfg).items():
+    for key, value in snapshot.items():
         if value is None or key.startswith(NOT_HYPERPARAMETERS):
             continue
         values[key] = value if isinstance(value, Scalar) else json.dumps(value, default=str)

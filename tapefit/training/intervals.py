@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import tensorflow as tf
 
+from tapefit.config.schemas import TrainerConfig
 from tapefit.errors import TapefitError
 
 UNTIL_THE_STREAM_ENDS = 2**31 - 1  # Keras epochs of a stream of unknown length
@@ -50,17 +50,17 @@ class FitPlan:
     endless: bool = False
 
     @classmethod
-    def of(cls, trainer: Any, train: tf.data.Dataset) -> FitPlan:
-        """The plan for the `trainer` config node and the training split.
+    def of(cls, trainer: TrainerConfig, train: tf.data.Dataset) -> FitPlan:
+        """The plan for the trainer's settings and the training split.
 
         Args:
-            trainer: The `trainer` config node.
+            trainer: The run's `trainer` settings.
             train: The training split (batched).
 
         Returns:
             The plan.
         """
-        interval = trainer.get("val_check_interval")
+        interval = trainer.val_check_interval
         if not interval:
             return cls(trainer.epochs, trainer.steps_per_epoch)
         per_epoch = trainer.steps_per_epoch or _cardinality(train)
@@ -83,20 +83,20 @@ class FitPlan:
         return first * (self.steps_per_epoch or 0) + skip_steps if self.interval else skip_steps
 
 
-def check_interval(trainer: Any, has_validation: bool) -> None:
+def check_interval(trainer: TrainerConfig, has_validation: bool) -> None:
     """Refuse `trainer.val_check_interval` for data without a validation split.
 
     Args:
-        trainer: The `trainer` config node.
+        trainer: The run's `trainer` settings.
         has_validation: Whether the data has a validation split.
 
     Raises:
         TapefitError: one line saying what to change.
 
     Example:
-        >>> check_interval({"val_check_interval": None}, has_validation=False)
+        >>> check_interval(TrainerConfig(val_check_interval=None), has_validation=False)
     """
-    if trainer.get("val_check_interval") and not has_validation:
+    if trainer.val_check_interval and not has_validation:
         raise TapefitError(
             "trainer.val_check_interval needs a validation split, and this data has none: "
             "give the loader one, or set trainer.val_check_interval=null"

@@ -9,7 +9,6 @@ from typing import Any
 
 from tapefit.config.schemas import ObjectiveMode
 from tapefit.errors import TapefitError
-from tapefit.training.direction import resolve_direction
 
 
 @dataclass(frozen=True)
@@ -28,17 +27,6 @@ class Objective:
     name: str
     direction: str  # "max" or "min"
     mode: str = ObjectiveMode.best.value  # the best epoch's value, or the last one's
-
-    @classmethod
-    def from_config(cls, cfg: Any, default: str) -> Objective:
-        """`cfg.objective` (or `default`, the family's validation metric), its direction from
-        `cfg.objective_direction` (refused in one line when `auto` cannot know it) and
-        `cfg.objective_mode`."""
-        name = cfg.objective or default
-        direction = resolve_direction(
-            name, cfg.get("objective_direction", "auto"), "objective_direction"
-        )
-        return cls(name, direction, ObjectiveMode(cfg.get("objective_mode", "best")).value)
 
     @property
     def worst(self) -> float:

@@ -19,12 +19,12 @@ TAPEFIT_KEYS = ("ema",)  # tapefit's own keys of an optimizer node, not argument
 
 
 def build_optimizer(
-    cfg: Any,
+    node: Any,
     gradient_accumulation_steps: int | None = None,
     key: str = "optimizer",
     schedule: Callable[[float], Any] | None = None,
 ) -> keras.optimizers.Optimizer:
-    """The optimizer the node `cfg` (at `key`) describes: `_target_` and its arguments, or a
+    """The optimizer `node` (the config node at `key`) describes: `_target_` and its arguments, or a
     `keras.optimizers` name with options (null options keep Keras' defaults).
 
     `gradient_accumulation_steps` k > 1 makes the optimizer average k batches' gradients and
@@ -36,35 +36,34 @@ def build_optimizer(
     accumulate: dict[str, Any] = {}
     if gradient_accumulation_steps is not None and gradient_accumulation_steps > 1:
         accumulate["gradient_accumulation_steps"] = int(gradient_accumulation_steps)
-    if schedule is not None and isinstance(cfg.get("learning_rate"), int | float):
-        accumulate["learning_rate"] = schedule(float(cfg.learning_rate))
-    if has_target(cfg):
-        check_optimizer_node(cfg, key)
-        if "ema" in cfg and "use_ema" not in cfg:  # `+optimizer.ema=true` on a node without it
-            accumulate["use_ema"] = bool(cfg.ema)
-        optimizer = instantiate(cfg, key, exclude=TAPEFIT_KEYS, **accumulate)
+    if schedule is not None and isinstance(node.get("learning_rate"), int | float):
+        accumulate["learning_rate"] = schedule(float(node.learning_rate))
+    if has_target(node):  # its tapefit keys were checked with the config (check_optimizer_node)
+        if "ema" in node and "use_ema" not in node:  # `+optimizer.ema=true` on a node without it
+            accumulate["use_ema"] = bool(node.ema)
+        optimizer = instantiate(node, key, exclude=TAPEFIT_KEYS, **accumulate)
         if not isinstance(optimizer, keras.optimizers.Optimizer):
             raise TapefitError(
-                f"{key}._target_={cfg._target_} built a {type(optimizer).__name__}, not a "
+                f"{key}._target_={node._target_} built a {type(optimizer).__name__}, not a "
                 "keras.optimizers.Optimizer: name an optimizer class (e.g. keras.optimizers.Adam)"
             )
         return optimizer
-    options = {"learning_rate": cfg.learning_rate}
-    options.update({key: cfg[key] for key in OPTIONAL_KEYS if cfg.get(key) is not None})
-    options.update(dict(cfg.get("options") or {}))
+    options = {"learning_rate": node.learning_rate}
+    options.update({key: node[key] for key in OPTIONAL_KEYS if node.get(key) is not None})
+    options.update(dict(node.get("options") or {}))
     options.update(accumulate)
-    check_option_names(cfg.name, options, set(dict(cfg.get("options") or {})))
+    check_option_names(node.name, options, set(dict(node.get("options") or {})))
     try:
-        return keras.optimizers.get({"class_name": cfg.name, "config": options})
+        return keras.optimizers.get({"class_name": node.name, "config": options})
     except (ValueError, TypeError) as error:
         if "not recognized" in str(error):
             bad = sorted(set(options) - {"learning_rate"})
             raise TapefitError(
-                f"optimizer {cfg.name!r} does not accept {', '.join(bad)}: set them to null "
+                f"optimizer {node.name!r} does not accept {', '.join(bad)}: set them to null "
                 f"or pick an optimizer that has them ({error})"
             ) from error
         raise TapefitError(
-            f"optimizer.name={cfg.name!r} is not a keras.optimizers class: use e.g. adam, "
+            f"optimizer.name={node.name!r} is not a keras.optimizers class: use e.g. adam, "
             "adamw, sgd, rmsprop"
         ) from error
 
@@ -78,7 +77,7 @@ def check_accumulation(steps: int | None) -> None:
         )
 
 
-def check_optimizer_node(cfg: Any, key: str = "optimizer") -> None:
+def check_optimizer_node(node: Any, key: str = "optimizer") -> None:
     """Refuse, before anything is built, an optimizer node whose arguments its `_target_` does
     not take or whose types are wrong, and a `name` that reads like the old way of choosing
     the class (it would only rename the optimizer).
@@ -87,11 +86,11 @@ def check_optimizer_node(cfg: Any, key: str = "optimizer") -> None:
         TapefitError: one line naming the key, e.g. `optimizer.beta1: Adam takes no argument
             'beta1' (did you mean optimizer.beta_1?)`.
     """
-    ema = cfg.get("ema")
+    ema = node.get("ema")
     if ema is not None and not isinstance(ema, bool):
         raise TapefitError(f"{key}.ema={ema} must be true or false")
-    target = checked_target(cfg, key, exclude=TAPEFIT_KEYS)
-    name = cfg.get("name")
+    target = checked_target(node, key, exclude=TAPEFIT_KEYS)
+    name = node.get("name")
     if isinstance(name, str) and name != getattr(target, "__name__", "").lower():
         try:
             named = type(keras.optimizers.get(name))
@@ -99,10 +98,10 @@ def check_optimizer_node(cfg: Any, key: str = "optimizer") -> None:
             return
         raise TapefitError(
             f"{key}.name={name} no longer chooses the optimizer class ({key}._target_ does, "
-            f"here {cfg._target_}): choose {key}={name} or set "
+            f"here {node._target_}): choose {key}={name} or set "
             f"{key}._target_=keras.optimizers.{named.__name__}"
         )
-    learning_rate = cfg.get("learning_rate")
+    learning_rate = node.get("learning_rate")
     if isinstance(learning_rate, int | float) and not learning_rate > 0:
         raise TapefitError(f"{key}.learning_rate={learning_rate} must be > 0")
 

@@ -8,8 +8,8 @@ import logging
 import os
 import signal
 import subprocess
-from typing import Any
 
+from tapefit.config.schemas import TrainerConfig
 from tapefit.training.runtime import writes_run_dir
 
 log = logging.getLogger("tapefit")
@@ -45,23 +45,28 @@ def restarts() -> int:
         return 0
 
 
-def resume_if_requeued(cfg: Any) -> None:
-    """Set `resume=true` on the start of a requeued SLURM job (`trainer.requeue`), so the job
-    continues from its last checkpoint without anyone editing its command."""
-    if cfg.resume or not cfg.trainer.requeue or not (slurm_batch_job() and restarts()):
-        return
+def requeued_start(requeue_enabled: bool) -> bool:
+    """Whether this start is a requeued SLURM job's (`trainer.requeue`), which then resumes by
+    itself: the job continues from its last checkpoint without anyone editing its command.
+
+    Example:
+        >>> requeued_start(False)
+        False
+    """
+    if not requeue_enabled or not (slurm_batch_job() and restarts()):
+        return False
     log.info("SLURM restarted job %s (restart %d): resuming", slurm_batch_job(), restarts())
-    cfg.resume = True
+    return True
 
 
-def requeue(cfg: Any, signum: int) -> bool:
+def requeue(trainer: TrainerConfig, signum: int) -> bool:
     """After the checkpoint a time-limit signal asked for: requeue this SLURM batch job with
     `scontrol requeue` (`trainer.requeue`); True if SLURM accepted. A failure is logged in one
     line with what to do instead."""
     job = slurm_batch_job()
-    if signum != REQUEUE_SIGNAL or not cfg.trainer.requeue or job is None:
+    if signum != REQUEUE_SIGNAL or not trainer.requeue or job is None:
         return False
-    if not writes_run_dir(cfg.trainer.strategy):
+    if not writes_run_dir(trainer.strategy):
         return False  # one requeue per job: the chief's
     try:
         result = subprocess.run(

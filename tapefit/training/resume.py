@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
-from omegaconf import OmegaConf
 from tensorflow.core.util import event_pb2
 
 from tapefit.errors import TapefitError
@@ -20,25 +19,25 @@ MAY_DIFFER = ("trainer.epochs", "trainer.verbose", "resume", "force_resume")
 MAY_DIFFER_GROUPS = ("logger",)  # where a run is tracked does not change what it trains
 
 
-def config_snapshot(cfg: Any) -> dict[str, Any]:
-    """The resolved config as flat `dotted.key: value` pairs, for checkpoint metadata."""
-    flat: dict[str, Any] = {}
-
-    def walk(node: Any, prefix: str) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                walk(value, f"{prefix}{key}.")
-        else:
-            flat[prefix[:-1]] = node
-
-    walk(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True), "")
-    return flat
-
-
 def check_same_config(
-    saved: dict[str, Any], cfg: Any, force: bool, may_differ: tuple[str, ...] = MAY_DIFFER
+    saved: dict[str, Any],
+    current: dict[str, Any],
+    force: bool,
+    may_differ: tuple[str, ...] = MAY_DIFFER,
 ) -> None:
-    """Refuse a resume whose config differs from the checkpointed run's (unless `force`)."""
+    """Refuse a resume whose config differs from the checkpointed run's (unless `force`).
+
+    Args:
+        saved: The checkpointed run's `config_snapshot`.
+        current: This run's.
+        force: `force_resume`: compare nothing.
+        may_differ: Keys that may change between the two.
+
+    Example:
+        >>> check_same_config({"seed": 0}, {"seed": 1}, force=False)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        tapefit.errors.TapefitError: resume refused: ... in seed (0 -> 1); ...
+    """
     if "model.name" in saved and "model._target_" not in saved and not force:
         raise TapefitError(
             "resume refused: this run directory was checkpointed by a tapefit from before "
@@ -46,7 +45,6 @@ def check_same_config(
             "); the same model=/data= options build the same model, so add force_resume=true "
             "to resume it (its checkpointed config is then not compared)"
         )
-    current = config_snapshot(cfg)
     differing = sorted(
         key
         for key in set(saved) | set(current)

@@ -10,7 +10,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from tapefit.config.schemas import ObjectiveMode, TestWeights
+from tapefit.config.schemas import EarlyStoppingConfig, ObjectiveMode, TestWeights
 from tapefit.training.objective import Objective
 
 log = logging.getLogger("tapefit")
@@ -66,20 +66,29 @@ class BestEpochWeights(keras.callbacks.Callback):
         self.last_epoch = state.get("last_epoch")
 
 
-def selector(cfg: Any, objective: Objective) -> BestEpochWeights | None:
+def selector(
+    objective: Objective, test_weights: TestWeights, early_stopping: EarlyStoppingConfig
+) -> BestEpochWeights | None:
     """The callback that keeps the weights the run is tested with: the objective's best
     epoch's, or the last epoch's (`trainer.test_weights=last`, `objective_mode=last`, or an
     objective that is a test metric, which no epoch can select). None when the model ends
-    training with them anyway (last weights, no EarlyStopping restoring its own best)."""
+    training with them anyway (last weights, no EarlyStopping restoring its own best).
+
+    Example:
+        >>> from tapefit.config.schemas import EarlyStoppingConfig
+        >>> objective = Objective("val_loss", "min")
+        >>> selector(objective, TestWeights.best, EarlyStoppingConfig()).monitor
+        'val_loss'
+    """
     last = (
-        TestWeights(cfg.trainer.test_weights) == TestWeights.last
-        or ObjectiveMode(cfg.objective_mode) == ObjectiveMode.last
+        TestWeights(test_weights) == TestWeights.last
+        or ObjectiveMode(objective.mode) == ObjectiveMode.last
         or objective.name.startswith("test_")
     )
     if not last:
         return BestEpochWeights(objective)
-    stopping = cfg.callbacks.early_stopping
-    return BestEpochWeights(None) if stopping.enabled and stopping.restore_best_weights else None
+    restores = early_stopping.enabled and early_stopping.restore_best_weights
+    return BestEpochWeights(None) if restores else None
 
 
 def use_selected_weights(

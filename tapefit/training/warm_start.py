@@ -12,7 +12,6 @@ import logging
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import keras
 import numpy as np
@@ -127,11 +126,3 @@ def init_from(model: keras.Model, source: str | Path, strict: bool = True) -> di
         f" ({', '.join(kept[:6])}{', ...' if len(kept) > 6 else ''})" if kept else "",
     )
     return counts
-
-
-def warm_start_from_config(model: keras.Model, cfg: Any) -> dict[str, int] | None:
-    """`init_from` of `cfg` into `model`, if the config names one."""
-    source = cfg.get("init_from")
-    if not source:
-        return None
-    return init_from(model, source, bool(cfg.get("init_from_strict", True)))

@@ -12,6 +12,8 @@ import keras
 import numpy as np
 import pytest
 
+from tapefit.config.schemas import TrainerConfig
+from tapefit.config.typed import typed
 from tests import processes
 from tests.helpers import REPO, scalar_tags
 
@@ -405,25 +407,21 @@ def test_a_slurm_batch_job_is_requeued_by_its_id_and_keeps_one_run_directory(
 
 
 def test_a_failed_requeue_says_so_in_one_line_and_what_to_do(compose, monkeypatch, caplog):
-    from tapefit.training.preemption import requeue, resume_if_requeued
+    from tapefit.training.preemption import requeue, requeued_start
 
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     monkeypatch.setenv("SLURM_JOB_NAME", "train")
     monkeypatch.setenv("PATH", "")  # no scontrol
-    cfg = compose([])
-    assert requeue(cfg, signal.SIGTERM) is False and not caplog.records  # SIGUSR1 requeues
-    assert requeue(cfg, signal.SIGUSR1) is False
+    trainer = typed(TrainerConfig, compose([]).trainer)
+    assert requeue(trainer, signal.SIGTERM) is False and not caplog.records  # SIGUSR1 requeues
+    assert requeue(trainer, signal.SIGUSR1) is False
     [record] = caplog.records
     assert record.getMessage().startswith("could not requeue SLURM job 4242 (")
     assert record.getMessage().endswith("): submit it again with resume=true")
-    resume_if_requeued(cfg)
-    assert cfg.resume is False  # a first start
+    assert requeued_start(True) is False  # a first start
     monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
-    off = compose(["trainer.requeue=false"])
-    resume_if_requeued(off)
-    assert off.resume is False
-    resume_if_requeued(cfg)
-    assert cfg.resume is True
+    assert requeued_start(False) is False  # trainer.requeue=false
+    assert requeued_start(True) is True
 
 
 def test_a_fresh_run_clears_what_a_failed_run_left_even_under_configured_names(tmp_path):
