@@ -13,18 +13,6 @@ from tapefit.step.tape_model import StepOutput, TapeModel  # noqa: E402
 
 __version__ = "0.1.0"
 
-# The modules a run is made of moved to `tapefit.runner`: their old names keep working.
-import importlib as _importlib  # noqa: E402
-import sys as _sys  # noqa: E402
-
-for _old, _new in {
-    "tapefit.training.train": "tapefit.runner.train",
-    "tapefit.training.finish": "tapefit.runner.finish",
-    "tapefit.config.validation": "tapefit.runner.validation",
-    "tapefit.config.composition": "tapefit.runner.composition",
-}.items():
-    _sys.modules.setdefault(_old, _importlib.import_module(_new))
-
 __all__ = [
     "Classifier",
     "SiameseModel",

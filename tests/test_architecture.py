@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import tapefit
-from tapefit.runner.validation import check_config
 from tests import processes
 
 PACKAGE = Path(tapefit.__file__).resolve().parent
@@ -270,13 +269,6 @@ def test_a_third_model_plugs_in_with_its_module_and_yaml_only(tmp_path):
         assert len(errors) == 1 and message in errors[0], bad.stderr[-2000:]
 
 
-def test_the_removed_families_key_says_how_to_migrate(compose):
-    with pytest.raises(
-        tapefit.TapefitError, match=r"families=\[\.\.\.\] is gone: name your model by"
-    ):
-        check_config(compose(["families=[my_family]"]))
-
-
 def test_data_that_cannot_size_the_model_is_refused_in_one_line(compose, tmp_path):
     cfg = compose(["data=pairs_synthetic", "data.train_size=32", "data.val_size=8"])
     cfg.data.test_size = 8
@@ -337,12 +329,13 @@ def test_packages_are_layers_without_cycles():
     assert upward == [] and cycles == []
 
 
-def test_the_modules_that_moved_keep_their_old_names():
-    from tapefit.config.composition import compose
-    from tapefit.training.train import build_model, run
+def test_no_module_is_aliased_under_another_name():
+    """No shims: a module is imported by its one name (the aliases of the moves to
+    `tapefit.runner` are gone; CHANGELOG says what to import instead)."""
+    import sys
 
-    assert run is tapefit.run and compose is tapefit.compose
-    assert build_model.__module__ == "tapefit.runner.phases"
+    assert "tapefit.training.train" not in sys.modules
+    assert "sys.modules" not in (PACKAGE / "__init__.py").read_text()
 
 
 def test_below_the_runs_edge_no_function_takes_the_composed_config():

@@ -109,23 +109,6 @@ class DebugConfig:
 
 
 @dataclass
-class OptimizerConfig:
-    """Any `keras.optimizers` class by name; unset options keep Keras' defaults. The shipped
-    `conf/optimizer/*.yaml` name their class by `_target_` instead; this schema serves
-    configs written before (`defaults: [optimizer_schema]`)."""
-
-    name: str = "adam"
-    learning_rate: float = 1e-3
-    weight_decay: float | None = None
-    momentum: float | None = None
-    clipnorm: float | None = None  # clip each gradient to this norm
-    global_clipnorm: float | None = None  # clip all gradients together to this global norm
-    clipvalue: float | None = None  # clip every gradient element to [-clipvalue, clipvalue]
-    # Any other argument of the optimizer class, e.g. {beta_1: 0.5, beta_2: 0.9} for Adam.
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class TrainerConfig:
     """How `fit` runs: epochs, compilation, precision and distribution."""
 
@@ -274,9 +257,10 @@ class CheckpointConfig:
 
 @dataclass
 class CompileConfig:
-    """What `Model.compile` gets besides the optimizer: `loss` replaces the family's loss (for
-    a `_target_` model, the only source of a compiled loss), `metrics` are added to the
-    family's. Each is a Keras name (`mse`, `mae`) or a node with `_target_`."""
+    """What `Model.compile` gets besides the optimizer: `loss` replaces the model's own loss
+    (its `compile_defaults()`; for a model without one, the only source of a compiled loss),
+    `metrics` are added to the model's own. Each is a Keras name (`mse`, `mae`) or a node with
+    `_target_`."""
 
     loss: Any = None  # replaces the model's default loss: a Keras name or a _target_ node
     metrics: list[Any] = field(default_factory=list)  # added to the model's default metrics
@@ -399,8 +383,9 @@ class TapefitConfig:
 
     seed: int = 0  # seeds Keras, NumPy, Python and TensorFlow, the data splits and shuffles
     experiment_name: str = "classifier"  # names outputs/<experiment_name>/ (set by experiment=)
-    # The metric sweeps optimise, returned by the CLI to Hydra sweepers. null: the family's
-    # validation metric (val_accuracy, val_spearman, val_auc); test_* only if named explicitly.
+    # The metric sweeps optimise, returned by the CLI to Hydra sweepers. null: the model's
+    # default validation metric (val_accuracy, val_spearman, val_auc); test_* only if named
+    # explicitly.
     objective: str | None = None
     objective_mode: ObjectiveMode = ObjectiveMode.best  # best epoch's value, or the last one's
     objective_direction: MonitorMode = MonitorMode.auto  # max/min; auto: known metrics only
@@ -412,8 +397,7 @@ class TapefitConfig:
     force_resume: bool = False  # resume even if the config differs from the checkpointed one
     data: Any = MISSING
     model: Any = MISSING
-    # An optimizer class by `_target_` and its arguments (conf/optimizer/*.yaml); a node
-    # without `_target_` extends `optimizer_schema` (a keras.optimizers class by `name`).
+    # An optimizer class by `_target_` and its arguments (conf/optimizer/*.yaml).
     optimizer: Any = MISSING
     # Several optimizers by the names a train_step uses (apply_tape_gradients(optimizer=NAME)),
     # each a node like `optimizer`; when given, they replace `optimizer`, and the first one
@@ -426,8 +410,6 @@ class TapefitConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     # An experiment tracker by `_target_` (logger=mlflow, conf/logger/); null: none.
     logger: Any = None
-    # Removed: model families. A non-empty list is refused with the way to migrate.
-    families: list[str] = field(default_factory=list)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     debug: DebugConfig = field(default_factory=DebugConfig)  # debug=fast_dev_run|overfit|...
     callbacks: CallbacksConfig = field(default_factory=CallbacksConfig)
@@ -436,7 +418,6 @@ class TapefitConfig:
 
 SCHEMAS: dict[tuple[str | None, str], Any] = {
     (None, "tapefit_schema"): TapefitConfig,
-    ("optimizer", "optimizer_schema"): OptimizerConfig,
     ("trainer", "trainer_schema"): TrainerConfig,
     ("callbacks", "callbacks_schema"): CallbacksConfig,
     ("tune", "tune_schema"): TuneConfig,

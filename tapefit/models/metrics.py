@@ -2,8 +2,8 @@
 
 `SplitMetrics` is a callback that predicts the validation split at each epoch end and adds
 `val_<metric>` to the epoch logs, so History, TensorBoard, CSVLogger and EarlyStopping all see
-them. It must come before those in the callback list: `train.fit` puts a family's callbacks
-first.
+them. It must come before those in the callback list: the run puts a model's
+`training_callbacks` first (`tapefit.runner.callback_order`).
 """
 
 from __future__ import annotations

@@ -203,17 +203,8 @@ def check_profile_batch(value: Any) -> None:
         raise TapefitError(f"{key}={value}: the start batch comes after the stop batch")
 
 
-REMOVED_KEYS = {
-    "families": "families=[...] is gone: name your model by model._target_ and your loader by "
-    "data._target_ (one road for every model; docs/tutorials/your-own-model.md)",
-}
-
-
 def check_config(cfg: Any) -> None:
     """Every check a composed config must pass before a run starts."""
-    for key, why in REMOVED_KEYS.items():
-        if cfg.get(key):
-            raise TapefitError(why)
     _unknown_keys(cfg, "")
     trainer = cfg.trainer
     at_least(cfg.seed, 0, "seed")
@@ -231,10 +222,12 @@ def check_config(cfg: Any) -> None:
         "optimizer": cfg.optimizer
     }
     for key, options in optimizers.items():
-        if has_target(options):
-            check_optimizer_node(options, key)
-        elif not options.learning_rate > 0:
-            raise TapefitError(f"{key}.learning_rate={options.learning_rate} must be > 0")
+        if not has_target(options):
+            raise TapefitError(
+                f"{key} needs _target_: the optimizer class to build, e.g. optimizer=adamw, "
+                f"or {key}._target_=keras.optimizers.Lion"
+            )
+        check_optimizer_node(options, key)
     check_scheduler(cfg)
     at_least(trainer.val_check_interval, 1, "trainer.val_check_interval", allow_null=True)
     check_profile_batch(cfg.callbacks.tensorboard.profile_batch)

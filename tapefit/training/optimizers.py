@@ -1,11 +1,8 @@
 """Optimizers from the `optimizer` config group: a class named by `_target_` (Keras' own, such
-as `keras.optimizers.AdamW` or `keras.optimizers.Lion`, or one of yours), or, in configs
-written before `_target_`, a `keras.optimizers` class by `name`."""
+as `keras.optimizers.AdamW` or `keras.optimizers.Lion`, or one of yours)."""
 
 from __future__ import annotations
 
-import difflib
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +11,6 @@ import keras
 from tapefit.config.targets import checked_target, has_target, instantiate
 from tapefit.errors import TapefitError
 
-OPTIONAL_KEYS = ("weight_decay", "momentum", "clipnorm", "global_clipnorm", "clipvalue")
 TAPEFIT_KEYS = ("ema",)  # tapefit's own keys of an optimizer node, not arguments of its class
 
 
@@ -24,8 +20,8 @@ def build_optimizer(
     key: str = "optimizer",
     schedule: Callable[[float], Any] | None = None,
 ) -> keras.optimizers.Optimizer:
-    """The optimizer `node` (the config node at `key`) describes: `_target_` and its arguments, or a
-    `keras.optimizers` name with options (null options keep Keras' defaults).
+    """The optimizer `node` (the config node at `key`) describes: its `_target_` class, called
+    with the node's arguments.
 
     `gradient_accumulation_steps` k > 1 makes the optimizer average k batches' gradients and
     update once every k steps (Keras' own accumulation). `schedule(learning_rate)` turns the
@@ -48,24 +44,10 @@ def build_optimizer(
                 "keras.optimizers.Optimizer: name an optimizer class (e.g. keras.optimizers.Adam)"
             )
         return optimizer
-    options = {"learning_rate": node.learning_rate}
-    options.update({key: node[key] for key in OPTIONAL_KEYS if node.get(key) is not None})
-    options.update(dict(node.get("options") or {}))
-    options.update(accumulate)
-    check_option_names(node.name, options, set(dict(node.get("options") or {})))
-    try:
-        return keras.optimizers.get({"class_name": node.name, "config": options})
-    except (ValueError, TypeError) as error:
-        if "not recognized" in str(error):
-            bad = sorted(set(options) - {"learning_rate"})
-            raise TapefitError(
-                f"optimizer {node.name!r} does not accept {', '.join(bad)}: set them to null "
-                f"or pick an optimizer that has them ({error})"
-            ) from error
-        raise TapefitError(
-            f"optimizer.name={node.name!r} is not a keras.optimizers class: use e.g. adam, "
-            "adamw, sgd, rmsprop"
-        ) from error
+    raise TapefitError(
+        f"{key} needs _target_: the optimizer class to build, e.g. {key}=adamw, or "
+        f"{key}._target_=keras.optimizers.Lion"
+    )
 
 
 def check_accumulation(steps: int | None) -> None:
@@ -104,27 +86,3 @@ def check_optimizer_node(node: Any, key: str = "optimizer") -> None:
     learning_rate = node.get("learning_rate")
     if isinstance(learning_rate, int | float) and not learning_rate > 0:
         raise TapefitError(f"{key}.learning_rate={learning_rate} must be > 0")
-
-
-def check_option_names(name: str, options: dict[str, Any], from_options: set[str]) -> None:
-    """Refuse, naming it, the first option `name`'s optimizer class does not take (with the
-    closest name it does take); `from_options` are the keys given under `optimizer.options`."""
-    try:
-        optimizer_class = type(keras.optimizers.get(name))
-    except (ValueError, TypeError):
-        return  # not an optimizer name: refused with its own message
-    accepted = {
-        parameter.name
-        for function in (optimizer_class.__init__, keras.optimizers.Optimizer.__init__)
-        for parameter in list(inspect.signature(function).parameters.values())[1:]
-        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
-    } - {"name"}
-    for key in options:
-        if key not in accepted:
-            where = f"optimizer.options.{key}" if key in from_options else f"optimizer.{key}"
-            close = difflib.get_close_matches(key, sorted(accepted), n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise TapefitError(
-                f"{where}: optimizer {name!r} ({optimizer_class.__name__}) takes no argument "
-                f"{key!r}; {hint}it takes {', '.join(sorted(accepted))}"
-            )

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from tapefit.errors import TapefitError
 from tests import processes
 
 MODULE = textwrap.dedent(
@@ -193,18 +192,3 @@ def test_ignored_data_keys_and_an_early_stop_are_logged(project, tmp_path):
         "EarlyStopping stopped training at the end of epoch 2: loss did not improve for 1 epochs"
         in log
     )
-
-
-def test_a_typo_in_the_optimizer_options_names_the_key_with_a_suggestion():
-    from tapefit.training.optimizers import build_optimizer
-
-    cfg = OmegaConf.create(
-        {"name": "lion", "learning_rate": 1e-3, "weight_decay": 0.01, "options": {"beta1": 0.9}}
-    )
-    with pytest.raises(TapefitError) as error:
-        build_optimizer(cfg)
-    message = str(error.value)
-    assert message.startswith("optimizer.options.beta1: optimizer 'lion' (Lion) takes no")
-    assert "did you mean beta_1?" in message and "weight_decay" not in message.split(";")[0]
-    cfg.options = {"beta_1": 0.9}
-    assert type(build_optimizer(cfg)).__name__ == "Lion"

@@ -20,7 +20,7 @@ from tests.helpers import REPO
 
 FORKED_LAUNCH = REPO / "tests" / "forked_launch.py"
 
-# family -> overrides, and how close the result must be to one process's. Float-order noise
+# model kind -> overrides, and how close the result must be to one process's. Float-order noise
 # (two half-batch sums against one batch sum) stays below 1e-8 in the MLP and the Siamese
 # model; BatchNorm's statistics magnify it in the CNN (2.4e-5 measured after 8 Adam steps).
 CASES = {
@@ -86,16 +86,16 @@ def launch(overrides, run_dir, pythonpath=None, timeout=240, env=None):
 
 @pytest.fixture(scope="session")
 def two_workers(tmp_path_factory):
-    """family -> the run directory of its two-worker run, launched once per xdist worker."""
+    """model kind -> the run directory of its two-worker run, launched once per xdist worker."""
     runs = {}
 
-    def launched(family):
-        if family not in runs:
-            run_dir = tmp_path_factory.mktemp(family) / "two"
-            result = launch([*CASES[family][0], *COMMON], run_dir)
+    def launched(model_kind):
+        if model_kind not in runs:
+            run_dir = tmp_path_factory.mktemp(model_kind) / "two"
+            result = launch([*CASES[model_kind][0], *COMMON], run_dir)
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-            runs[family] = run_dir
-        return runs[family]
+            runs[model_kind] = run_dir
+        return runs[model_kind]
 
     return launched
 
@@ -104,12 +104,12 @@ MLP_RUN = pytest.mark.xdist_group("two_workers_mlp")  # one xdist worker launche
 
 
 @pytest.mark.parametrize(
-    "family", [pytest.param(f, marks=MLP_RUN) if f == "mlp" else f for f in sorted(CASES)]
+    "model_kind", [pytest.param(f, marks=MLP_RUN) if f == "mlp" else f for f in sorted(CASES)]
 )
-def test_two_workers_on_loopback_train_like_one_process(family, compose, tmp_path, two_workers):
-    run_dir = two_workers(family)
-    family_overrides, atol = CASES[family]
-    overrides = [*family_overrides, *COMMON]
+def test_two_workers_on_loopback_train_like_one_process(model_kind, compose, tmp_path, two_workers):
+    run_dir = two_workers(model_kind)
+    kind_overrides, atol = CASES[model_kind]
+    overrides = [*kind_overrides, *COMMON]
     # Only the chief (worker 0) writes the run directory's results; worker 1 trained in a
     # temporary directory that is gone, and left only its log.
     for name in ("metrics.json", "model.keras", "curves.png", "history.json", "status.json"):

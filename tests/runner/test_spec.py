@@ -1,0 +1,158 @@
+"""The run's specification (`tapefit.runner.spec`) and the typed pieces below the run's edge it
+hands on: compile settings, the tape step's policies, the tested-weights selector, the debug
+presets' data limits. Unit tests: no training."""
+
+import dataclasses
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError
+
+import tapefit
+from tapefit.config import schemas
+from tapefit.config.schemas import (
+    DebugConfig,
+    DebugMode,
+    EarlyStoppingConfig,
+    Strategy,
+    TrainerConfig,
+)
+from tapefit.config.typed import typed
+from tapefit.runner.spec import RunSpec
+from tapefit.training.compiling import (
+    CompileSettings,
+    compile_model,
+    configured_optimizer,
+    learning_rate_schedule,
+)
+from tapefit.training.debugging import limited, overfit_verdict
+from tapefit.training.objective import Objective
+from tapefit.training.selection import selector
+
+
+def test_the_spec_holds_the_config_as_typed_objects(compose):
+    spec = RunSpec.of(compose(["trainer.epochs=4", "trainer.strategy=mirrored", "debug=overfit"]))
+    assert isinstance(spec.trainer, TrainerConfig) and spec.trainer.epochs == 4
+    assert spec.trainer.strategy is Strategy.mirrored
+    assert spec.debug.mode is DebugMode.overfit
+    assert spec.model_class is tapefit.Classifier
+    assert spec.objective == Objective("val_accuracy", "max", "best")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.trainer = None
+
+
+def test_the_objective_comes_from_the_model_class_or_the_config(compose):
+    assert RunSpec.of(compose(["experiment=siamese"])).objective.name == "val_spearman"
+    spec = RunSpec.of(compose(["objective=val_loss", "objective_mode=last"]))
+    assert spec.objective == Objective("val_loss", "min", "last")
+    with pytest.raises(tapefit.TapefitError, match="cannot tell whether val_agreement"):
+        RunSpec.of(compose(["objective=val_agreement"]))
+
+
+def test_compile_settings_carry_the_step_policies_and_every_optimizer(compose):
+    cfg = compose(
+        [
+            "trainer.on_nonfinite=skip",
+            "trainer.allow_missing_gradients=[*bias]",
+            "callbacks.step_telemetry.histograms=true",
+            "trainer.gradient_accumulation_steps=2",
+        ]
+    )
+    settings = RunSpec.of(cfg).compile
+    assert settings.policies.arguments() == {
+        "on_nonfinite": "skip",
+        "on_missing_gradients": "error",
+        "allow_missing_gradients": ["*bias"],
+        "gradient_telemetry": "histograms",
+    }
+    assert list(settings.optimizers) == ["optimizer"] and settings.accumulate == 2
+    cfg.callbacks.step_telemetry.enabled = False
+    assert RunSpec.of(cfg).compile.policies.gradient_telemetry == "off"
+
+    adam = OmegaConf.create({"_target_": "keras.optimizers.Adam", "learning_rate": 1e-3})
+    sgd = OmegaConf.create({"_target_": "keras.optimizers.SGD", "learning_rate": 0.1})
+    two = CompileSettings({"optimizers.generator": adam, "optimizers.critic": sgd})
+    built = configured_optimizer(two)
+    assert {name: type(o).__name__ for name, o in built.items()} == {
+        "generator": "Adam",
+        "critic": "SGD",
+    }
+
+
+def test_the_schedule_spans_the_epochs_times_the_steps():
+    node = OmegaConf.create({"_target_": "tapefit.training.schedules.cosine", "min_lr": 0.0})
+    schedule = learning_rate_schedule(node, epochs=3, steps_per_epoch=10)(0.1)
+    assert float(schedule(0)) == pytest.approx(0.1)
+    assert float(schedule(30)) == pytest.approx(0.0, abs=1e-7)  # the run's last step
+    assert learning_rate_schedule(None, 3, 10) is None
+
+
+def test_compile_returns_the_metrics_the_step_will_log():
+    model = tapefit.TapeModel(*_functional())
+    metric = OmegaConf.create({"_target_": "keras.metrics.MeanAbsoluteError", "name": "mae_x"})
+    settings = CompileSettings(
+        {"optimizer": OmegaConf.create({"_target_": "keras.optimizers.SGD"})},
+        loss="mse",
+        metrics=(metric,),
+    )
+    objects = compile_model(model, settings)
+    assert objects["loss"] == "mse"
+    assert [m.name for m in objects["metrics"]] == ["mae_x"]
+    assert model.optimizer.__class__.__name__ == "SGD"
+
+
+def _functional():
+    inputs = keras.Input((2,))
+    return inputs, keras.layers.Dense(1)(inputs)
+
+
+@pytest.mark.parametrize(
+    ("objective", "test_weights", "restores", "kept"),
+    [
+        (Objective("val_loss", "min"), schemas.TestWeights.best, False, "val_loss"),
+        (Objective("val_loss", "min"), schemas.TestWeights.last, False, None),
+        (Objective("val_loss", "min", "last"), schemas.TestWeights.best, False, None),
+        (Objective("test_accuracy", "max"), schemas.TestWeights.best, True, "last epoch"),
+    ],
+)
+def test_the_selector_keeps_the_weights_the_run_is_tested_with(
+    objective, test_weights, restores, kept
+):
+    stopping = EarlyStoppingConfig(enabled=restores, restore_best_weights=restores)
+    chosen = selector(objective, test_weights, stopping)
+    if kept is None:
+        assert chosen is None  # the model ends training with the last weights anyway
+    elif kept == "last epoch":
+        assert chosen is not None and chosen.monitor is None  # undoes EarlyStopping's restore
+    else:
+        assert chosen.monitor == kept
+
+
+@dataclasses.dataclass
+class Splits:
+    train: tf.data.Dataset
+    val: tf.data.Dataset | None
+    test: tf.data.Dataset | None
+
+
+def test_the_debug_presets_limit_the_batches_each_split_gets():
+    batches = tf.data.Dataset.from_tensor_slices(np.arange(10)).batch(2)  # 5 batches
+    data = Splits(batches, batches.skip(1), None)
+    fast = limited(DebugConfig(DebugMode.fast_dev_run, batches=2), data)
+    assert [len(list(fast.train)), len(list(fast.val)), fast.test] == [2, 2, None]
+    overfit = limited(DebugConfig(DebugMode.overfit, batches=1), data)
+    assert [b.numpy().tolist() for b in overfit.val] == [[0, 1]]
+    assert [b.numpy().tolist() for b in overfit.test] == [[0, 1]]
+    assert limited(DebugConfig(), data) is data
+    verdict = overfit_verdict(DebugConfig(DebugMode.overfit, overfit_ratio=0.5), {"loss": [2, 1.2]})
+    assert verdict["overfit"]["passed"] is False and verdict["overfit"]["threshold"] == 1.0
+    assert overfit_verdict(DebugConfig(), {"loss": [2, 0.1]}) == {}
+
+
+def test_a_typed_node_refuses_a_key_its_schema_does_not_have():
+    assert typed(TrainerConfig, None) == TrainerConfig()
+    with pytest.raises(ConfigKeyError):
+        typed(DebugConfig, {"modes": "overfit"})
