@@ -7,7 +7,6 @@ class before it exists: the run's default objective."""
 from __future__ import annotations
 
 import inspect
-import weakref
 from typing import Any
 
 import keras
@@ -158,15 +157,9 @@ def logged_metrics(model: keras.Model, metrics: list[Any]) -> list[str]:
     return list(dict.fromkeys([*tracker_names(model), *compiled]))
 
 
-_OWN_CALLBACKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def own_callbacks(model: keras.Model, data: Any) -> list[keras.callbacks.Callback]:
-    """The model's `training_callbacks(data)` (none without the hook), asked once per model
-    and data: the checks before training and the callback order both use the same ones."""
-    known = _OWN_CALLBACKS.get(model)
-    if known is None or known[0] is not data:
-        hooked = hook(model, "training_callbacks")
-        known = (data, list(hooked(data)) if hooked is not None else [])
-        _OWN_CALLBACKS[model] = known
-    return known[1]
+    """The model's `training_callbacks(data)` (none without the hook). A run asks once
+    (`phases.build_checked_model`): the checks before training and the callback order use
+    the same ones."""
+    hooked = hook(model, "training_callbacks")
+    return list(hooked(data)) if hooked is not None else []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import keras
@@ -12,7 +13,7 @@ import tensorflow as tf
 
 from tapefit.config.targets import instantiate
 from tapefit.runner.data_node import load_data
-from tapefit.runner.model_node import build_model_from_config
+from tapefit.runner.model_node import build_model_from_config, own_callbacks
 from tapefit.runner.spec import RunSpec
 from tapefit.runner.validation import check_logged_names
 from tapefit.training.building import build_before_training, build_step_variables
@@ -68,12 +69,33 @@ def sharded(data: Any, policy: str, strategy: tf.distribute.Strategy) -> Any:
     )
 
 
+@dataclass(frozen=True)
+class BuiltModel:
+    """A run's model, built, compiled and checked, with its own callbacks.
+
+    Attributes:
+        model: The compiled TapeModel.
+        own_callbacks: Its `training_callbacks(data)`, asked once: the checks used them, the
+            callback order places them.
+    """
+
+    model: keras.Model
+    own_callbacks: list[keras.callbacks.Callback]
+
+
 def build_model(
     cfg: Any, data: Any, strategy: tf.distribute.Strategy, spec: RunSpec | None = None
 ) -> keras.Model:
     """Build the configured TapeModel and compile it, inside `strategy`'s scope; it is built
     from the data's element spec and checked before training. `spec`: the run's, if it has
     made it already (else made here from `cfg`)."""
+    return build_checked_model(cfg, data, strategy, spec).model
+
+
+def build_checked_model(
+    cfg: Any, data: Any, strategy: tf.distribute.Strategy, spec: RunSpec | None = None
+) -> BuiltModel:
+    """`build_model`, keeping the model's own callbacks for the run's callback order."""
     spec = spec or RunSpec.of(cfg)
     trainer = spec.trainer
     with strategy.scope():
@@ -85,8 +107,10 @@ def build_model(
         check_saveable(model)  # refused now, not after training
     if trainer.export:  # a format the model cannot go through: refused now too
         check_exportable(model, list(trainer.export_formats))
-    check_logged_names(cfg, model, data, spec.objective, compiled.get("metrics", []))
-    return model
+    own = own_callbacks(model, data)
+    metrics = compiled.get("metrics", [])
+    check_logged_names(cfg, model, data, spec.objective_name, metrics, own)
+    return BuiltModel(model, own)
 
 
 def build_logger(cfg: Any) -> Any:

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from tapefit.errors import TapefitError
 from tapefit.runner import phases
-from tapefit.runner.callback_order import assemble_callbacks
+from tapefit.runner.callback_order import Connections, assemble_callbacks
 from tapefit.runner.checkpoint_connector import CheckpointConnector, Resumption
 from tapefit.runner.finish import finalize
 from tapefit.runner.run_record import RunRecord
@@ -134,7 +134,8 @@ class Run:
         cfg, spec, trainer = self.cfg, self.spec, self.spec.trainer
         check_epoch_lengths(data, trainer.steps_per_epoch, trainer.validation_steps)
         check_interval(trainer, data.val is not None)
-        model = phases.build_model(cfg, data, strategy, spec)
+        built = phases.build_checked_model(cfg, data, strategy, spec)
+        model = built.model
         checkpoints = CheckpointConnector(cfg, self.run_dir)
         plan = FitPlan.of(trainer, data.train)
         epoch_steps = plan.steps_per_epoch or steps_of(data.train, None)
@@ -157,16 +158,15 @@ class Run:
             self.stopper,
             *self.callbacks,
         ]
-        connected = {
-            "before_writers": before_writers,
-            "append": bool(state.epochs),
-            "objective": objective,
-            "loggers": self.loggers,
-            "averages": averages,
-        }
-        fitting = Fitting(
-            trainer, model, data, assemble_callbacks(cfg, model, data, self.run_dir, connected)
+        connected = Connections(
+            objective=objective,
+            own=built.own_callbacks,
+            before_writers=before_writers,
+            append=bool(state.epochs),
+            loggers=self.loggers,
+            averages=averages,
         )
+        fitting = Fitting(trainer, model, data, assemble_callbacks(cfg, self.run_dir, connected))
         self._fit(fitting, state)
         timings = {"started": started, "train_time_s": time.perf_counter() - started}
         with strategy.scope():

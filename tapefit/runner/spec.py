@@ -15,7 +15,8 @@ from omegaconf import DictConfig
 
 from tapefit.config.schemas import DebugConfig, TrainerConfig
 from tapefit.config.typed import typed
-from tapefit.runner.model_node import model_class, objective_of
+from tapefit.errors import TapefitError
+from tapefit.runner.model_node import default_objective, model_class, objective_of
 from tapefit.training.compiling import CompileSettings, StepPolicies
 from tapefit.training.objective import Objective
 
@@ -27,7 +28,10 @@ class RunSpec:
     Attributes:
         trainer: `trainer`, typed (choices are enums).
         debug: `debug`, typed.
-        objective: The metric the run selects on, with its direction and mode.
+        objective_name: The metric the run selects on (`objective`, or the model's default).
+        resolved_objective: It with its direction and mode; None when `auto` cannot know the
+            direction, which `objective` then refuses (after the run has checked that it logs
+            the name: a name it never logs is the first thing to fix).
         model_class: The class (or function) `model._target_` names.
         compile: Everything `Model.compile` gets.
         profile_batch: `callbacks.tensorboard.profile_batch` (what `debug=profile` profiles).
@@ -41,20 +45,40 @@ class RunSpec:
 
     trainer: TrainerConfig
     debug: DebugConfig
-    objective: Objective
+    objective_name: str
+    resolved_objective: Objective | None
     model_class: Any
     compile: CompileSettings
     profile_batch: Any = None
+    objective_refusal: str = ""
+
+    @property
+    def objective(self) -> Objective:
+        """The run's objective: name, direction and mode.
+
+        Raises:
+            TapefitError: `objective_direction=auto` cannot tell its direction.
+        """
+        if self.resolved_objective is None:
+            raise TapefitError(self.objective_refusal)
+        return self.resolved_objective
 
     @classmethod
     def of(cls, cfg: DictConfig) -> RunSpec:
         """The specification of the composed `cfg` (checked before: `check_config`)."""
         trainer = typed(TrainerConfig, cfg.trainer)
         target = model_class(cfg)
+        name = cfg.objective or default_objective(cfg, target)
+        try:
+            objective, refusal = objective_of(cfg, target), ""
+        except TapefitError as error:
+            objective, refusal = None, str(error)
         return cls(
             trainer=trainer,
             debug=typed(DebugConfig, cfg.get("debug")),
-            objective=objective_of(cfg, target),
+            objective_name=name,
+            resolved_objective=objective,
+            objective_refusal=refusal,
             model_class=target,
             compile=compile_settings(cfg, trainer),
             profile_batch=cfg.callbacks.tensorboard.get("profile_batch"),

@@ -17,7 +17,7 @@ from tapefit.config.targets import checked_target, has_target
 from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
 from tapefit.runner.data_node import check_data
-from tapefit.runner.model_node import check_model, logged_metrics, objective_of, own_callbacks
+from tapefit.runner.model_node import check_model, logged_metrics, objective_of
 from tapefit.training.callbacks import (
     ACTING,
     MONITORING,
@@ -139,18 +139,18 @@ def tf_config_tasks() -> list[str]:
         return []
 
 
-def expected_logs(cfg: Any, model: Any, data: Any, metrics: list[Any]) -> set[str]:
+def expected_logs(cfg: Any, model: Any, data: Any, metrics: list[Any], own: list[Any]) -> set[str]:
     """Every key the epoch logs of this run will hold, known once the model is built and
     compiled with `metrics`: what its step logs (with `val_` when `data` has a validation
-    split), what its `training_callbacks` add, the learning rate and skipped steps when they
-    are logged."""
+    split), what its own callbacks (`own`, its `training_callbacks`) add, the learning rate
+    and skipped steps when they are logged."""
     names = set(logged_metrics(model, metrics))
     if cfg.trainer.on_nonfinite == "skip":
         names.add("skipped_steps")
     logged = set(names)
     if data.val is not None:
         logged |= {f"val_{name}" for name in names if name != "skipped_steps"}
-    for callback in own_callbacks(model, data):
+    for callback in own:
         logged |= set(getattr(callback, "logged_names", []))
     if cfg.callbacks.reduce_lr_on_plateau.enabled:
         logged.add("learning_rate")
@@ -257,11 +257,11 @@ def check_config(cfg: Any) -> None:
 
 
 def check_logged_names(
-    cfg: Any, model: Any, data: Any, objective: Objective, metrics: list[Any]
+    cfg: Any, model: Any, data: Any, objective: str, metrics: list[Any], own: list[Any]
 ) -> None:
     """Callback monitors and the run's `objective` must be names the run logs: checked once
     the model is built and compiled with `metrics`, still before training."""
-    logged = expected_logs(cfg, model, data, metrics)
+    logged = expected_logs(cfg, model, data, metrics, own)
     for option in MONITORING:
         monitor = cfg.callbacks[option].monitor
         if cfg.callbacks[option].enabled and monitor not in logged:
@@ -269,7 +269,7 @@ def check_logged_names(
                 f"callbacks.{option}.monitor={monitor} is not a logged metric: choose one of "
                 f"{', '.join(sorted(logged))}"
             )
-    check_logged_objective(objective.name, logged)
+    check_logged_objective(objective, logged)
 
 
 def check_logged_objective(name: str, logged: set[str]) -> None:

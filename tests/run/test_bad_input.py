@@ -60,11 +60,7 @@ def refused(compose, tmp_path, overrides, match):
         ),
         (["objective=val_f1"], r"objective=val_f1 is never logged by this run"),
         (
-            [
-                "trainer.on_nonfinite=skip",
-                "objective=test_skipped_steps",
-                "objective_direction=min",
-            ],
+            ["trainer.on_nonfinite=skip", "objective=test_skipped_steps"],
             r"objective=test_skipped_steps is never logged by this run",
         ),
         (

@@ -106,9 +106,7 @@ def test_gradient_accumulation_comes_from_the_trainer_config(compose):
 
 def one_sgd_step(clip: dict) -> tuple[np.ndarray, np.ndarray]:
     """One SGD(lr=1) step of a zero-initialised Dense(2) from config keys; its gradient."""
-    cfg = OmegaConf.create(
-        {"name": "sgd", "learning_rate": 1.0, "weight_decay": None, "momentum": None, **clip}
-    )
+    cfg = OmegaConf.create({"_target_": "keras.optimizers.SGD", "learning_rate": 1.0, **clip})
     model = TapeModel(*_dense_network())
     model.compile(optimizer=build_optimizer(cfg), loss="mse")
     x = np.array([[3.0, -4.0]], "float32")
