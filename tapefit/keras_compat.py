@@ -1,9 +1,14 @@
 """Every private Keras API tapefit uses, in one place.
 
-Keras keeps these under `keras.src`, which may change in any release, so tapefit imports them
-only here and bounds Keras to the versions its suite has run on (`pyproject.toml`). Each name
-says what it is for; `tests/test_architecture.py` fails on a `keras.src` import anywhere else.
+Keras keeps these under `keras.src` or behind a leading underscore, which may change in any
+release, so tapefit imports and reads them only here and bounds Keras to the versions its
+suite has run on (`pyproject.toml`). Each name says what it is for; `tests/test_architecture.py`
+fails on a `keras.src` import, or a read of a private Keras attribute, anywhere else.
 """
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from keras.src.backend import compute_output_spec  # a symbolic run of a step, for building
 from keras.src.backend.common import global_state  # Keras' name counters, kept by save checks
@@ -26,12 +31,88 @@ def moving_average_pairs(optimizer) -> list:
     ]
 
 
+# Private Keras attributes and methods that tapefit's subclasses of Keras classes (TapeModel's
+# parts, the TensorBoard callback) read on `self` or override and call through `super()`: the
+# only private Keras names used outside this module (tests/test_architecture.py).
+SUBCLASS_PRIVATES = (
+    "_build_shapes_dict",  # TapeModel: the shapes it was built with, as Keras records them
+    "_compile_config",  # TapeModel: Keras' record of compile's arguments
+    "_compute_loss",  # TapeModel: Keras' loss of the compiled loss and regularisers
+    "_distribute_strategy",  # TapeModel: the strategy the model was created under
+    "_functional",  # TapeModel(inputs, outputs): Keras' functional network inside
+    "_global_train_batch",  # TensorBoard: the batch counter its profiler uses
+    "_log_epoch_metrics",  # TensorBoard: overridden to write tapefit's epoch scalars too
+    "_loss_tracker",  # TapeModel: the mean of the loss Keras logs as `loss`
+    "_make_function",  # TapeModel: overridden to trace the tape step
+    "_maybe_symbolic_build",  # TapeModel: overridden to build from the data's element spec
+    "_post_build",  # TapeModel: what Keras does once a model is built
+    "_should_trace",  # TensorBoard: whether the profiler is on for this batch
+    "_start_batch",  # TensorBoard: the profiler's first batch
+    "_stop_trace",  # TensorBoard: overridden to stop the profiler at the right batch
+    "_train_writer",  # TensorBoard: its summary writer for `train/`
+)
+
+
+def flatten_layers(layer: Any, include_self: bool = True, recursive: bool = True) -> list:
+    """`layer` and every layer inside it, as Keras walks them (`Layer._flatten_layers`)."""
+    return list(layer._flatten_layers(include_self=include_self, recursive=recursive))
+
+
+def compiled_parts(model: Any) -> tuple[Any, Any]:
+    """The compiled metrics and loss containers `compile` made (None before `compile`, or
+    for a model compiled without them)."""
+    return getattr(model, "_compile_metrics", None), getattr(model, "_compile_loss", None)
+
+
+def optimizer_calls(optimizer: Any) -> Any:
+    """The variable counting an optimizer's `apply` calls: every batch, accumulated ones
+    included (`iterations` counts updates)."""
+    return optimizer._iterations
+
+
+def learning_rate_setting(optimizer: Any) -> Any:
+    """What the optimizer was given as its learning rate: a number, a variable or a
+    `LearningRateSchedule` (`learning_rate` reads only its current value)."""
+    return getattr(optimizer, "_learning_rate", None)
+
+
+def updated_variables(optimizer: Any) -> list:
+    """The variables a built optimizer updates, in its slot order."""
+    return list(optimizer._trainable_variables)
+
+
+def write_weights(model: Any, store: Any) -> None:
+    """What `model.save_weights` writes (optimizer state included), into `store` (an
+    `H5IOStore`)."""
+    saving_lib._save_state(
+        model, weights_store=store, assets_store=None, inner_path="", visited_saveables=set()
+    )
+
+
+@contextmanager
+def untracked_attributes(layer: Any) -> Iterator[None]:
+    """Within the block, attributes set on `layer` are not tracked by Keras (its `_lock`)."""
+    layer._lock = False
+    try:
+        yield
+    finally:
+        layer._lock = True
+
+
 __all__ = [
+    "SUBCLASS_PRIVATES",
     "Functional",
     "ObjectSharingScope",
+    "compiled_parts",
     "compute_output_spec",
+    "flatten_layers",
     "global_state",
+    "learning_rate_setting",
     "moving_average_pairs",
+    "optimizer_calls",
     "python_utils",
     "saving_lib",
+    "untracked_attributes",
+    "updated_variables",
+    "write_weights",
 ]

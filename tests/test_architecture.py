@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import keras
 import pytest
 
 import tapefit
@@ -351,3 +352,58 @@ def test_below_the_runs_edge_no_function_takes_the_composed_config():
         and "cfg" in [a.arg for a in [*node.args.args, *node.args.kwonlyargs]]
     ]
     assert taking == []
+
+
+def keras_private_names() -> set[str]:
+    """The private attributes of Keras' models, layers, optimizers, callbacks and saving
+    library, as a built, compiled model and its optimizer hold them."""
+    from tapefit.keras_compat import saving_lib
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(use_ema=True), "mse", metrics=["mae"])
+    model.optimizer.build(model.trainable_variables)
+    objects = [model, model.layers[0], model.optimizer, keras.callbacks.TensorBoard(), saving_lib]
+    return {
+        name
+        for thing in objects
+        for name in [*dir(thing), *vars(thing)]
+        if name.startswith("_") and not name.startswith("__")
+    }
+
+
+def private_reads(tree: ast.AST) -> list[tuple[int, str, str]]:
+    """(line, object, name) of every `x._name` and `getattr(x, "_name")` in `tree`."""
+    reads = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            reads.append((node.lineno, ast.unparse(node.value), node.attr))
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) in ("getattr", "hasattr", "setattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and str(node.args[1].value).startswith("_")
+        ):
+            reads.append((node.lineno, ast.unparse(node.args[0]), node.args[1].value))
+    return [read for read in reads if not read[2].startswith("__")]
+
+
+def test_private_keras_attributes_are_read_in_keras_compat_only():
+    """Keras' private attributes (`_flatten_layers`, `_compile_metrics`, an optimizer's
+    `_iterations`, ...) may change in any release: `tapefit/keras_compat.py` reads them; a
+    subclass of a Keras class reads or overrides on itself only those listed there."""
+    from tapefit.keras_compat import SUBCLASS_PRIVATES
+
+    private = keras_private_names()
+    assert {"_flatten_layers", "_compile_metrics", "_iterations", "_lock"} <= private
+    reads = [
+        (module_name(path), line, owner, name)
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "keras_compat.py"
+        for line, owner, name in private_reads(ast.parse(path.read_text()))
+        if name in private
+    ]
+    on_others = [f"{m}:{line} {o}.{n}" for m, line, o, n in reads if o not in ("self", "super()")]
+    unlisted = [f"{m}:{line} {o}.{n}" for m, line, o, n in reads if n not in SUBCLASS_PRIVATES]
+    assert on_others == [] and unlisted == []
+    assert {n for _, _, _, n in reads} == set(SUBCLASS_PRIVATES)  # no stale entry

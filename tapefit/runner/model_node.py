@@ -22,6 +22,7 @@ from tapefit.config.targets import (
     required_arguments,
 )
 from tapefit.errors import TapefitError
+from tapefit.keras_compat import compiled_parts
 from tapefit.protocols import hook
 from tapefit.step.tape_model import TapeModel
 from tapefit.training.compiling import metric_name
@@ -146,7 +147,7 @@ def objective_of(cfg: Any, target: Any = None) -> Objective:
 
 def tracker_names(model: keras.Model) -> list[str]:
     """Names of the metrics `model` reports itself: its loss tracker and its own trackers."""
-    compiled = getattr(model, "_compile_metrics", None)
+    compiled = compiled_parts(model)[0]
     return [m.name for m in model.metrics if m is not compiled and m.name != "compile_metrics"]
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
+from tapefit.keras_compat import flatten_layers
 from tapefit.step.tape_model import TapeModel
 from tapefit.step.tools import variable_name
 
@@ -162,7 +163,7 @@ def _float64_clone(model: TapeModel, batch: Any) -> TapeModel:
         if isinstance(loss, keras.losses.Loss):
             loss = keras.losses.deserialize(keras.losses.serialize(loss))
         clone.compile(optimizer="sgd", loss=loss)
-        if not all(layer.built for layer in clone._flatten_layers()):
+        if not all(layer.built for layer in flatten_layers(clone)):
             # through the step, whatever it feeds the model (not only call's inputs)
             clone.build_from_batch(
                 tf.nest.map_structure(

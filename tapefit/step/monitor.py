@@ -11,6 +11,7 @@ import keras
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
+from tapefit.keras_compat import learning_rate_setting, optimizer_calls
 from tapefit.step.tools import GradientTelemetry, is_loss_scaled
 
 TELEMETRY_FIELDS = ("step", "gradient_norm", "learning_rate", "loss_scale", "skipped_steps")
@@ -57,9 +58,9 @@ def step_learning_rate(optimizer: keras.optimizers.Optimizer) -> float:
         (0.5, 0.25)
     """
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    schedule = getattr(inner, "_learning_rate", None)
+    schedule = learning_rate_setting(inner)
     if isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
-        calls = int(keras.ops.convert_to_numpy(inner._iterations))  # batches, as Keras counts
+        calls = int(keras.ops.convert_to_numpy(optimizer_calls(inner)))  # batches, as Keras counts
         return float(keras.ops.convert_to_numpy(schedule(max(calls - 1, 0))))
     return float(keras.ops.convert_to_numpy(optimizer.learning_rate))
 

@@ -18,7 +18,7 @@ from typing import Any
 import keras
 
 from tapefit.errors import UnsaveableModelError
-from tapefit.keras_compat import Functional, ObjectSharingScope, global_state
+from tapefit.keras_compat import Functional, ObjectSharingScope, flatten_layers, global_state
 from tapefit.step.constructor_config import PRIVATE_KEYS, accepted_keywords, leaves
 
 
@@ -182,7 +182,7 @@ def _classes_in(model: keras.Model) -> dict[str, type]:
     """The classes of the model's layers and of its constructor's Keras objects, by name: what
     a loading script passes as `custom_objects` for classes it defines itself."""
     objects: list[Any] = []
-    for layer in model._flatten_layers(include_self=True, recursive=True):
+    for layer in flatten_layers(model):
         objects.append(layer)
         holder = getattr(layer, "_constructor_arguments", None)
         if holder is not None and holder.values is not None:

@@ -10,7 +10,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tapefit.keras_compat import compute_output_spec
+from tapefit.keras_compat import compiled_parts, compute_output_spec, flatten_layers
 from tapefit.step.tools import in_multi_worker_mode, with_leading_axis
 
 # TensorFlow's global-seeded random ops (tf.random.normal and friends): their state lives in the
@@ -51,9 +51,8 @@ class SymbolicBuild:
             adapter.get_tf_dataset().element_spec,
         )
         with strategy.scope():
-            unbuilt = not all(layer.built for layer in self._flatten_layers()) or any(
-                part is not None and not part.built
-                for part in (self._compile_metrics, self._compile_loss)
+            unbuilt = not all(layer.built for layer in flatten_layers(self)) or any(
+                part is not None and not part.built for part in compiled_parts(self)
             )
             if unbuilt:
                 self.build_from_batch(batch)
@@ -117,7 +116,7 @@ class SymbolicBuild:
                 if ops & STATEFUL_RANDOM_OPS:
                     self._stateful_random_ops = sorted(ops & STATEFUL_RANDOM_OPS)
             if not self.built and self.weights:
-                layers = self._flatten_layers(include_self=False)
+                layers = flatten_layers(self, include_self=False)
                 if all(layer.built for layer in layers):
                     self.mark_built(keras.utils.unpack_x_y_sample_weight(data)[0])
             return outputs

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
-from tapefit.keras_compat import python_utils
+from tapefit.keras_compat import python_utils, untracked_attributes, updated_variables
 from tapefit.step.constructor_config import (
     captured_arguments,
     constructor_keywords,
@@ -138,9 +138,8 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         if cls.__init__ is not TapeModel.__init__:  # a subclass with a constructor of its own
             # as Keras stores its auto-config; in a holder Keras' tracking does not look into,
             # so that the sub-models are not tracked a second time
-            instance._lock = False
-            instance._constructor_arguments = captured_arguments(cls, args, kwargs)
-            instance._lock = True
+            with untracked_attributes(instance):
+                instance._constructor_arguments = captured_arguments(cls, args, kwargs)
         return instance
 
     def __init__(
@@ -342,8 +341,7 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
             position = {id(v): i for i, v in enumerate(self.trainable_variables)}
             updated = {
                 name: [
-                    position.get(id(v))
-                    for v in getattr(o, "inner_optimizer", o)._trainable_variables
+                    position.get(id(v)) for v in updated_variables(getattr(o, "inner_optimizer", o))
                 ]
                 for name, o in self.optimizers.items()
                 if o.built

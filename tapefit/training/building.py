@@ -12,6 +12,7 @@ import keras
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
+from tapefit.keras_compat import compiled_parts, flatten_layers
 
 log = logging.getLogger("tapefit")
 
@@ -27,8 +28,8 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
     """Run the test step once symbolically so every layer is built (and, for a model compiled
     without a loss, so that a step with no loss at all is refused now, not after `Epoch 1`),
     then check that the model has weights. `name` says which model in errors."""
-    unbuilt = not all(layer.built for layer in model._flatten_layers())
-    if unbuilt or getattr(model, "_compile_loss", None) is None:
+    unbuilt = not all(layer.built for layer in flatten_layers(model))
+    if unbuilt or compiled_parts(model)[1] is None:
         try:
             model.build_from_batch(symbolic_batch(dataset))
         except Exception as error:  # the user's step on this data: say so in one line
@@ -45,7 +46,7 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
             ) from None
     unbuilt = [
         layer.name
-        for layer in model._flatten_layers(include_self=False)
+        for layer in flatten_layers(model, include_self=False)
         if not layer.built and builds_weights(layer)
     ]
     if unbuilt or not model.weights:
@@ -79,11 +80,7 @@ def build_step_variables(model: keras.Model, dataset: tf.data.Dataset) -> None:
     (measured by `experiments/startup_benchmark.py`).
     """
     if hasattr(model, "build_from_batch") and any(
-        part is not None and not part.built
-        for part in (
-            getattr(model, "_compile_metrics", None),
-            getattr(model, "_compile_loss", None),
-        )
+        part is not None and not part.built for part in compiled_parts(model)
     ):
         model.build_from_batch(symbolic_batch(dataset))
     optimizers = list(getattr(model, "optimizers", {"": model.optimizer}).values())

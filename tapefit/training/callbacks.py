@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from tapefit.config.schemas import MonitorMode
 from tapefit.config.targets import accepted_arguments, instantiate, locate
+from tapefit.keras_compat import optimizer_calls
 from tapefit.training.direction import resolve_direction
 from tapefit.training.objective import Objective
 
@@ -37,7 +38,7 @@ class StepProgbar(keras.callbacks.ProgbarLogger):
         end a few steps short."""
         optimizer = self.model.optimizer
         inner = getattr(optimizer, "inner_optimizer", optimizer)
-        calls = getattr(inner, "_iterations", optimizer.iterations)
+        calls = optimizer_calls(inner)
         state = getattr(self.model, "_step_state", None)
         skipped = int(state.skipped_steps.numpy()) if state is not None else 0
         return int(calls.numpy()) + skipped

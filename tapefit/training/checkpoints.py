@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from tapefit.errors import TapefitError
 from tapefit.files import atomic_write, to_builtin, write_json
-from tapefit.keras_compat import saving_lib
+from tapefit.keras_compat import flatten_layers, saving_lib, write_weights
 from tapefit.training.callback_state import collect
 
 PREFIX = "epoch-"
@@ -30,7 +30,7 @@ def random_states(model: keras.Model) -> list:
     them itself."""
     weights = {id(w) for w in model.weights}
     states = [v for v in model.variables if id(v) not in weights]
-    for layer in model._flatten_layers(include_self=True):
+    for layer in flatten_layers(model):
         states += [
             value.state for value in vars(layer).values() if isinstance(value, tf.random.Generator)
         ]
@@ -43,9 +43,7 @@ def weights_file_bytes(model: keras.Model) -> bytes:
     clean-up after a failed write crashes the process (h5py, errno 27/28)."""
     buffer = io.BytesIO()
     store = saving_lib.H5IOStore(buffer, mode="w")
-    saving_lib._save_state(
-        model, weights_store=store, assets_store=None, inner_path="", visited_saveables=set()
-    )
+    write_weights(model, store)
     store.close()
     return buffer.getvalue()
 
