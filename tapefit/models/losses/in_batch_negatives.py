@@ -1,0 +1,77 @@
+"""Multiple-negatives ranking (Henderson et al., 2017), sentence-transformers'
+MultipleNegativesRankingLoss."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import keras
+import tensorflow as tf
+
+from tapefit.models.losses.candidates import (
+    batch_candidates,
+    false_negatives,
+    hard_negative_candidates,
+)
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class InBatchNegativesLoss(keras.losses.Loss):
+    """Multiple-negatives ranking: softmax cross-entropy of each anchor over `scale * cos` with
+    every positive in the batch, its own positive being the target.
+
+    `y_true` holds `(anchor_id, positive_id)` text fingerprints per row: a column whose anchor or
+    positive text equals the row's is another true positive, not a negative, so it is masked out.
+    `symmetric` adds the reverse direction (each positive picks its anchor);
+    `across_replicas` draws the negatives from the whole global batch under a distribution
+    strategy (see `batch_candidates`). With `(batch, 3, dim)` embeddings, each row's third
+    text is a hard negative, a candidate for every anchor beside the batch's positives
+    (`hard_negative_candidates`).
+    """
+
+    label_type: ClassVar[str | None] = None
+    uses_text_ids = True  # SiameseModel passes text fingerprints as y_true
+    uses_negatives = True  # and a third text per row, when the data have one
+
+    def __init__(
+        self,
+        scale: float = 20.0,
+        symmetric: bool = False,
+        across_replicas: bool = False,
+        name: str = "in_batch_negatives",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(name=name, **kwargs)
+        self.scale = float(scale)
+        self.symmetric = bool(symmetric)
+        self.across_replicas = bool(across_replicas)
+
+    def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
+        anchors, positives, ids, all_anchors, all_positives, all_ids, targets = batch_candidates(
+            y_pred, y_true, self.across_replicas
+        )
+        masked = false_negatives(ids, all_ids, targets)
+
+        def cross_entropy(queries: tf.Tensor, candidates: tf.Tensor, masked) -> tf.Tensor:
+            scores = self.scale * tf.matmul(queries, candidates, transpose_b=True)
+            scores = tf.where(masked, tf.cast(-1e9, scores.dtype), scores)
+            return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=scores)
+
+        candidates, candidates_masked = all_positives, masked
+        hard = hard_negative_candidates(y_pred, y_true, self.across_replicas)
+        if hard is not None:
+            candidates = tf.concat([all_positives, hard[0]], axis=0)
+            candidates_masked = tf.concat([masked, hard[1]], axis=1)
+        loss = cross_entropy(anchors, candidates, candidates_masked)
+        if not self.symmetric:
+            return loss
+        # each positive also picks its own anchor among the batch's anchors
+        return (loss + cross_entropy(positives, all_anchors, masked)) / 2.0
+
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "scale": self.scale,
+            "symmetric": self.symmetric,
+            "across_replicas": self.across_replicas,
+        }
