@@ -76,7 +76,28 @@ SLOW_MODULES = {
 }
 
 
+# The longest tests, longest first (`--durations=0` of a whole run): they run first, so the two
+# xdist workers share them out at the start (xdist hands the first quarter of the tests out
+# round-robin) instead of one worker running the last of them while the other waits.
+LONGEST_FIRST = (
+    "tests/run/test_kill_points.py::test_a_kill_at_every_point_resumes_bitwise",
+    "tests/run/test_kill_points.py::test_a_sigterm_at_every_point",
+    "tests/docs/test_doc_commands.py::test_every_command_runs_as_the_page_says",
+    "tests/step/test_step_guards.py::test_a_bad_batch_on_one_replica",
+    "tests/cli/test_experiments.py::test_benchmark_smoke_run",
+    "tests/docs/test_doc_examples.py",
+    "tests/run/test_scale_out.py",
+    "tests/run/test_recipes.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+
+    def rank(item: pytest.Item) -> int:
+        starts = [i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)]
+        return starts[0] if starts else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the rest keep their order
