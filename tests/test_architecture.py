@@ -64,7 +64,6 @@ LAYERS = [
         "training.compiling",
         "training.building",
         "training.export",
-        "training.export_formats",
         "training.tracking",
         "training.warm_start",
         "training.top_k",

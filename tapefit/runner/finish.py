@@ -74,8 +74,7 @@ def finalize(
         if "train_rows_read" in results:
             log.info("this worker read %d training rows", results["train_rows_read"])
     if trainer.export:  # a SavedModel (and trainer.export_formats), checked against the model
-        from tapefit.training.export import EXPORT_DIR, export_for_serving
-        from tapefit.training.export_formats import first_batch
+        from tapefit.training.export import EXPORT_DIR, export_for_serving, first_batch
 
         formats, tolerance = trainer.export_formats, trainer.export_tolerance
         export_for_serving(model, run_dir / EXPORT_DIR, formats, first_batch(data), tolerance)

@@ -18,7 +18,7 @@ from tapefit.runner.spec import RunSpec
 from tapefit.runner.validation import check_logged_names
 from tapefit.training.building import build_before_training, build_step_variables
 from tapefit.training.compiling import compile_model
-from tapefit.training.export_formats import check_exportable
+from tapefit.training.export import check_exportable
 from tapefit.training.fitting import steps_of
 from tapefit.training.outputs import check_saveable
 from tapefit.training.runtime import (

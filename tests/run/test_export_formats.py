@@ -117,18 +117,17 @@ def test_cnn_exports_match_keras_in_their_runtimes(cnn, images, name):
 
 
 def test_an_export_that_drifts_is_refused_and_leaves_nothing(mlp, images, tmp_path, monkeypatch):
-    from tapefit.training import export_formats
-    from tapefit.training.export import export_for_serving
+    from tapefit.training.export import VerifyBatch, export_for_serving, runtimes
 
-    onnx_runtime = export_formats.RUNTIMES["onnx"]
+    onnx_runtime = runtimes.RUNTIMES["onnx"]
 
     def drifting():
         label, run = onnx_runtime()
         return label, lambda *args: [o + 1e-3 for o in run(*args)]
 
-    monkeypatch.setitem(export_formats.RUNTIMES, "onnx", drifting)
+    monkeypatch.setitem(runtimes.RUNTIMES, "onnx", drifting)
     model = keras.models.load_model(mlp[0] / "model.keras")
-    batch = export_formats.VerifyBatch("test", images)
+    batch = VerifyBatch("test", images)
     with pytest.raises(tapefit.TapefitError) as refused:
         export_for_serving(model, tmp_path / "export", ["saved_model", "onnx"], batch)
     message = str(refused.value)
@@ -169,7 +168,7 @@ def test_siamese_exports_saved_model_and_refuses_string_formats_in_one_line(
 
 
 def test_an_unknown_format_or_tolerance_is_refused():
-    from tapefit.training.export_formats import normalize_formats, resolve_tolerance
+    from tapefit.training.export.formats import normalize_formats, resolve_tolerance
 
     with pytest.raises(ConfigCompositionException) as refused:
         tapefit.compose(["trainer.export=true", "trainer.export_formats=[pickle]"])

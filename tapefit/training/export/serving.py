@@ -1,14 +1,5 @@
-"""`trainer.export=true`: a TensorFlow SavedModel for serving in the run directory's `export/`,
-and the other formats of `trainer.export_formats` beside it, each checked against the model.
-
-The artefact holds traced functions and weights only, so `tf.saved_model.load(path)` serves it
-without tapefit or any custom Keras class. What its endpoints take is the model's choice
-(`serving_endpoints()`); every artefact has `serve`, which is also its `serving_default` signature.
-ONNX, LiteRT and OpenVINO files go to `export/<format>/<endpoint>.<suffix>`
-(`tapefit.training.export_formats`), and `export/verify.json` records how far each export's
-outputs lie from the Keras model's on the first test batch. The whole folder is written aside
-and renamed into place only once every export has passed that check.
-"""
+"""`export/` in the run directory: every format written aside, verified, and renamed into
+place only once all have passed; a failure leaves no `export/` and says what to do."""
 
 from __future__ import annotations
 
@@ -16,7 +7,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -25,44 +16,21 @@ import keras
 
 from tapefit.errors import TapefitError
 from tapefit.files import write_json
-from tapefit.training.export_formats import (
+from tapefit.training.export.endpoints import check_exportable
+from tapefit.training.export.formats import (
     SAVED_MODEL,
     VERIFY_FILE,
-    VerifyBatch,
-    check_exportable,
     normalize_formats,
     resolve_tolerance,
-    verify_exports,
-    write_format,
 )
+from tapefit.training.export.verification import VerifyBatch, verify_exports
+from tapefit.training.export.writers import write_export, write_format
 from tapefit.training.lifecycle import RESUME_DIR
 
 log = logging.getLogger("tapefit")
+
+
 EXPORT_DIR = "export"  # beside model.keras in the run directory
-ENDPOINT = "serve"  # Keras' default endpoint name, and the first (serving_default) one
-
-Endpoint = tuple[Callable[..., Any], Sequence[Any]]  # (function, input signature)
-
-
-def write_endpoints(model: keras.Model, path: Path, endpoints: dict[str, Endpoint]) -> None:
-    """Write a SavedModel at `path` whose endpoints are `name -> (function, input signature)`,
-    the first of them also `serving_default`; `model` is tracked so lookup tables (a
-    `TextVectorization`'s vocabulary) travel with it."""
-    archive = keras.export.ExportArchive()
-    archive.track(model)
-    for name, (function, signature) in endpoints.items():
-        archive.add_endpoint(name, function, input_signature=list(signature))
-    archive.write_out(str(path), verbose=False)
-
-
-def write_export(model: keras.Model, path: Path) -> None:
-    """The model's `serving_endpoints()` when it has them, else Keras' `model.export`, whose
-    endpoint `serve` takes what `call` was built with."""
-    endpoints = getattr(model, "serving_endpoints", None)
-    if callable(endpoints):
-        write_endpoints(model, path, endpoints())
-    else:
-        model.export(str(path), format="tf_saved_model", verbose=False)
 
 
 def export_for_serving(
