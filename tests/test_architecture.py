@@ -30,6 +30,7 @@ LAYERS = [
         "training",
         "sweeps",
         "step",
+        "text",
     },
     {
         "step.tools",
@@ -299,6 +300,7 @@ PACKAGE_ORDER = [
     ["errors", "choices", "backend", "keras_compat", "files", "protocols"],
     ["step"],
     ["config"],
+    ["text"],
     ["models", "data"],
     ["training"],
     ["runner"],
@@ -406,3 +408,10 @@ def test_private_keras_attributes_are_read_in_keras_compat_only():
     unlisted = [f"{m}:{line} {o}.{n}" for m, line, o, n in reads if n not in SUBCLASS_PRIVATES]
     assert on_others == [] and unlisted == []
     assert {n for _, _, _, n in reads} == set(SUBCLASS_PRIVATES)  # no stale entry
+
+
+def test_models_do_not_import_the_loaders():
+    """Text processing the models need (vocabulary, WordPiece, word vectors) lives in
+    `tapefit.text`, below both: a model needs no loader to read its texts."""
+    edges = package_edges()
+    assert ("models", "data") not in edges and ("data", "models") not in edges

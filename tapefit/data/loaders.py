@@ -28,8 +28,8 @@ from tapefit.data.images import (
 from tapefit.data.pair_files import PairFileSpec, checked_file, expand_paths
 from tapefit.data.pair_stream import StreamedPairData, streamed_pair_data
 from tapefit.data.pairs import PairData, file_splits, pair_data, read_pair_files, synthetic_splits
-from tapefit.data.wordpiece import check_installed
 from tapefit.errors import TapefitError
+from tapefit.text.wordpiece import check_installed
 
 LabelTypeName = Literal["graded", "binary"]
 TokenizerName = Literal["word", "wordpiece"]

@@ -18,8 +18,9 @@ from tapefit.data.synthetic_pairs import (
     PairGenerator,
     binary_labels,
 )
-from tapefit.data.wordpiece import learn_wordpiece_vocabulary
 from tapefit.errors import TapefitError
+from tapefit.text.vocabulary import adapt_vocabulary
+from tapefit.text.wordpiece import learn_wordpiece_vocabulary
 
 # texts_a, texts_b, labels, and each row's hard negative text when the data have them
 Split = tuple[np.ndarray, ...]
@@ -264,23 +265,6 @@ def pair_data(
         cache=cache,
         skipped_lines=skipped_lines,
     )
-
-
-def adapt_vocabulary(texts: Any, max_tokens: int | None = 20000) -> list[str]:
-    """The vocabulary Keras' `TextVectorization` learns from `texts` (most frequent first, at
-    most `max_tokens` entries counting padding and OOV), without those two entries.
-
-    Raises:
-        TapefitError: if the texts hold no tokens at all.
-    """
-    from keras import layers
-
-    vectorizer = layers.TextVectorization(max_tokens=max_tokens)
-    vectorizer.adapt(tf.data.Dataset.from_tensor_slices(list(texts)).batch(1024))
-    vocabulary = vectorizer.get_vocabulary()[2:]  # without the padding and OOV entries
-    if not vocabulary:
-        raise TapefitError("the training texts hold no tokens: every text is empty")
-    return vocabulary
 
 
 def _as_model_inputs(texts_a: tf.Tensor, texts_b: tf.Tensor) -> tuple:

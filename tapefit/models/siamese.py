@@ -4,7 +4,7 @@ It is the model of the GradientTape tutorial (Embedding + LSTM, maximise the cos
 inputs) made complete: raw strings in (a `TextVectorization` saved with the model) or token ids,
 pair losses that see both embeddings inside the tape, and `encode`/`similarity` for use. With
 `tokenizer="wordpiece"` the strings become subword pieces (keras-hub's `WordPieceTokenizer`,
-`tapefit.data.wordpiece`), so a word unseen in training is not lost.
+`tapefit.text.wordpiece`), so a word unseen in training is not lost.
 """
 
 from __future__ import annotations
@@ -20,21 +20,21 @@ import tensorflow as tf
 from keras import layers
 
 from tapefit.choices import parse_choice
-from tapefit.data.pairs import adapt_vocabulary
-from tapefit.data.wordpiece import (
-    Tokenizer,
-    is_word_start,
-    learn_wordpiece_vocabulary,
-    wordpiece_layer,
-)
 from tapefit.errors import TapefitError
 from tapefit.models.layers import TextEncoder
 from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss, pair_cosine
 from tapefit.models.metrics import SplitMetrics, pair_metrics, threshold_report
 from tapefit.models.plots import plot_similarity
 from tapefit.models.retrieval import RetrievalMetrics, RetrievalTask, evaluate_task, pair_task
-from tapefit.models.word_vectors import match_vocabulary
 from tapefit.step.tape_model import StepOutput, TapeModel
+from tapefit.text.vocabulary import adapt_vocabulary
+from tapefit.text.word_vectors import match_vocabulary
+from tapefit.text.wordpiece import (
+    Tokenizer,
+    is_word_start,
+    learn_wordpiece_vocabulary,
+    wordpiece_layer,
+)
 
 log = logging.getLogger("tapefit")
 
@@ -227,7 +227,7 @@ class SiameseModel(TapeModel):
         """Put pretrained word vectors into the encoder's embedding for the vocabulary's words.
 
         The share of the vocabulary the file had is logged; the other words keep their
-        random start (`tapefit.models.word_vectors`). With `tokenizer="wordpiece"` the
+        random start (`tapefit.text.word_vectors`). With `tokenizer="wordpiece"` the
         pieces that begin a word (not `##` continuations, not `[PAD]`/`[UNK]`) are looked
         up as words: whole words get their vectors, and a piece that is only a word's start
         gets the vector of the word it spells, if the file has one.

@@ -10,7 +10,7 @@ import pytest
 
 from tapefit import TapefitError
 from tapefit.data.synthetic_pairs import PairGenerator
-from tapefit.models.word_vectors import match_vocabulary, read_vectors
+from tapefit.text.word_vectors import match_vocabulary, read_vectors
 from tests.helpers import run_cli
 
 VOCABULARY = ["", "[UNK]", "cat", "sat", "mat", "zebra"]

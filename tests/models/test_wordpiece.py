@@ -18,7 +18,7 @@ import tensorflow as tf
 from tapefit import SiameseModel, TapefitError
 from tapefit.data.loaders import pair_files, synthetic_pairs
 from tapefit.data.synthetic_pairs import PairGenerator
-from tapefit.data.wordpiece import (
+from tapefit.text.wordpiece import (
     PAD,
     UNK,
     check_installed,

@@ -52,7 +52,7 @@ def keras_hub(key: str = "data.tokenizer=wordpiece") -> Any:
         TapefitError: keras-hub or tensorflow-text is not installed (or fails to import).
 
     Example:
-        >>> from tapefit.data.wordpiece import keras_hub
+        >>> from tapefit.text.wordpiece import keras_hub
         >>> keras_hub().tokenizers.WordPieceTokenizer.__name__
         'WordPieceTokenizer'
     """
@@ -79,7 +79,7 @@ def check_installed(key: str = "data.tokenizer=wordpiece") -> None:
         TapefitError: keras-hub or tensorflow-text is not installed.
 
     Example:
-        >>> from tapefit.data.wordpiece import check_installed
+        >>> from tapefit.text.wordpiece import check_installed
         >>> check_installed()  # keras-hub is installed here: nothing to say
     """
     import importlib.util
@@ -110,7 +110,7 @@ def learn_wordpiece_vocabulary(texts: Any, vocabulary_size: int = 8000) -> list[
             no tokens.
 
     Example:
-        >>> from tapefit.data.wordpiece import learn_wordpiece_vocabulary
+        >>> from tapefit.text.wordpiece import learn_wordpiece_vocabulary
         >>> vocabulary = learn_wordpiece_vocabulary(["a cat sat", "the cat ran"] * 10, 100)
         >>> vocabulary[:2], "cat" in vocabulary, "##t" in vocabulary
         (['[PAD]', '[UNK]'], True, True)
@@ -155,14 +155,14 @@ def check_vocabulary(vocabulary: list[str]) -> None:
             is missing.
 
     Example:
-        >>> from tapefit.data.wordpiece import check_vocabulary
+        >>> from tapefit.text.wordpiece import check_vocabulary
         >>> check_vocabulary(["[PAD]", "[UNK]", "cat", "##s"])
     """
     if not vocabulary or vocabulary[0] != PAD or UNK not in vocabulary:
         shown = ", ".join(repr(v) for v in vocabulary[:3])
         raise TapefitError(
             f"tokenizer=wordpiece needs a WordPiece vocabulary with {PAD} at id 0 and {UNK} "
-            f"in it (tapefit.data.wordpiece.learn_wordpiece_vocabulary makes one); it starts "
+            f"in it (tapefit.text.wordpiece.learn_wordpiece_vocabulary makes one); it starts "
             f"{shown or 'with nothing'}"
         )
 
@@ -187,7 +187,7 @@ def wordpiece_layer(vocabulary: list[str], sequence_length: int, name: str = "ve
         TapefitError: keras-hub is missing, or the vocabulary lacks `[PAD]` first or `[UNK]`.
 
     Example:
-        >>> from tapefit.data.wordpiece import wordpiece_layer
+        >>> from tapefit.text.wordpiece import wordpiece_layer
         >>> layer = wordpiece_layer(["[PAD]", "[UNK]", "cat", "##s", "sat"], 4)
         >>> layer(["Cats sat"]).numpy().tolist()
         [[2, 3, 4, 0]]
@@ -223,7 +223,7 @@ def is_word_start(piece: str) -> bool:
         True for a word-start piece.
 
     Example:
-        >>> from tapefit.data.wordpiece import is_word_start
+        >>> from tapefit.text.wordpiece import is_word_start
         >>> [is_word_start(p) for p in ("cat", "##s", "[UNK]")]
         [True, False, False]
     """

@@ -116,7 +116,7 @@ def match_vocabulary(
             file lacks.
         first_word: Rows before it (padding, OOV) are not words and are never looked up.
         looked_up: Which of the other rows are words to look up (a WordPiece vocabulary's
-            word-start pieces, `tapefit.data.wordpiece.is_word_start`); None: all of them.
+            word-start pieces, `tapefit.text.wordpiece.is_word_start`); None: all of them.
 
     Returns:
         The matrix and how many words were found.
