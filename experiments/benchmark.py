@@ -355,7 +355,7 @@ def encoders(args: argparse.Namespace) -> dict[str, dict]:
 def retrieval_time(corpus: int = 10_000, queries: int = 10_000, dim: int = 64) -> float:
     """Seconds to score `queries` x `corpus` retrieval (recall@k, MRR, NDCG) on normalised
     random vectors, median of 3: the evaluator's ranking cost without the encoder's."""
-    from tapefit.models.retrieval import retrieval_metrics
+    from tapefit.evaluation.retrieval import retrieval_metrics
 
     rng = np.random.default_rng(0)
     corpus_vectors = rng.normal(size=(corpus, dim)).astype("float32")

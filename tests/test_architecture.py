@@ -31,6 +31,7 @@ LAYERS = [
         "sweeps",
         "step",
         "text",
+        "evaluation",
     },
     {
         "step.tools",
@@ -300,7 +301,7 @@ PACKAGE_ORDER = [
     ["errors", "choices", "backend", "keras_compat", "files", "protocols"],
     ["step"],
     ["config"],
-    ["text"],
+    ["text", "evaluation"],
     ["models", "data"],
     ["training"],
     ["runner"],

@@ -21,11 +21,11 @@ from keras import layers
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
+from tapefit.evaluation.metrics import SplitMetrics, pair_metrics, threshold_report
+from tapefit.evaluation.retrieval import RetrievalMetrics, RetrievalTask, evaluate_task, pair_task
 from tapefit.models.layers import TextEncoder
 from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss, pair_cosine
-from tapefit.models.metrics import SplitMetrics, pair_metrics, threshold_report
 from tapefit.models.plots import plot_similarity
-from tapefit.models.retrieval import RetrievalMetrics, RetrievalTask, evaluate_task, pair_task
 from tapefit.step.tape_model import StepOutput, TapeModel
 from tapefit.text.vocabulary import adapt_vocabulary
 from tapefit.text.word_vectors import match_vocabulary
@@ -75,7 +75,8 @@ class EncoderOptions(TypedDict, total=False):
 
 
 class RetrievalOptions(TypedDict, total=False):
-    """`model.retrieval`: rank each split's corpus for its queries (`tapefit.models.retrieval`)."""
+    """`model.retrieval`: rank each split's corpus for its queries
+    (`tapefit.evaluation.retrieval`)."""
 
     enabled: bool
     positive_label: float  # graded labels at or above it make a pair relevant

@@ -213,8 +213,8 @@ def retrieve_run(
         TapefitError: a file missing from `files`, a model without `encode`, or bad files.
     """
     from tapefit.data.retrieval_files import retrieval_files
+    from tapefit.evaluation.retrieval import RetrievalTask, evaluate_task
     from tapefit.files import write_json
-    from tapefit.models.retrieval import RetrievalTask, evaluate_task
 
     missing = [key for key in RETRIEVAL_FILES if key not in files]
     if missing:

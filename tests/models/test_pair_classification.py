@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score
 
-from tapefit.models.metrics import (
+from tapefit.evaluation.metrics import (
     at_threshold,
     best_threshold_accuracy,
     best_threshold_f1,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tapefit.models.metrics import best_threshold_accuracy, pair_metrics, roc_auc
+from tapefit.evaluation.metrics import best_threshold_accuracy, pair_metrics, roc_auc
 from tapefit.training.direction import resolve_direction
 
 

@@ -108,7 +108,7 @@ def test_a_siamese_run_evaluates_to_its_spearman_and_predicts_pair_similarities(
 
 @SIAMESE
 def test_evaluate_on_other_data_given_by_the_same_keys(siamese_run):
-    from tapefit.models.metrics import pair_metrics
+    from tapefit.evaluation.metrics import pair_metrics
     from tapefit.runner.reuse import load_run
 
     assert evaluate.main([f"run={siamese_run}", "data.test_size=120"]) == 0

@@ -23,7 +23,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from tapefit.data.synthetic_pairs import PairGenerator
-from tapefit.models.metrics import spearman
+from tapefit.evaluation.metrics import spearman
 from tapefit.runner.train import build_data
 
 # --8<-- [start:overrides]
