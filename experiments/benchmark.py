@@ -71,7 +71,7 @@ class RssSampler:
 
 @dataclass
 class Workload:
-    """A model family: data, a network factory and the loss, shared by every variant."""
+    """A model to time: data, a network factory and the loss, shared by every variant."""
 
     name: str
     dataset: tf.data.Dataset

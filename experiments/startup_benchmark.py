@@ -31,11 +31,13 @@ EXPERIMENTS = {
 COMMON = ["trainer.epochs=1", "trainer.verbose=0", "trainer.save_model=false"]
 
 
-def counting_traces(build_model, counts: dict[str, int]):
-    """`build_model`, whose models count how often TensorFlow traces their train step."""
+def counting_traces(build_checked_model, counts: dict[str, int]):
+    """`phases.build_checked_model` (what a run builds its model with), whose models count
+    how often TensorFlow traces their train step."""
 
-    def build(cfg, data, strategy):
-        model = build_model(cfg, data, strategy)
+    def build(cfg, data, strategy, spec=None):
+        built = build_checked_model(cfg, data, strategy, spec)
+        model = built.model
         step = model.train_step
 
         def counted(batch):
@@ -44,7 +46,7 @@ def counting_traces(build_model, counts: dict[str, int]):
             return step(batch)
 
         model.train_step = counted
-        return model
+        return built
 
     return build
 
@@ -52,8 +54,8 @@ def counting_traces(build_model, counts: dict[str, int]):
 def one_run(overrides: list[str], prebuild: bool, directory: Path) -> tuple[float, int]:
     """Seconds of `tapefit.run` and train-step traces, with or without the pre-build."""
     counts = {"traces": 0}
-    original_build, original_prebuild = phases.build_model, phases.build_step_variables
-    phases.build_model = counting_traces(original_build, counts)
+    original_build, original_prebuild = phases.build_checked_model, phases.build_step_variables
+    phases.build_checked_model = counting_traces(original_build, counts)
     if not prebuild:
         phases.build_step_variables = lambda model, dataset: None
     try:
@@ -62,7 +64,7 @@ def one_run(overrides: list[str], prebuild: bool, directory: Path) -> tuple[floa
         training.run(cfg, directory)
         return time.perf_counter() - started, counts["traces"]
     finally:
-        phases.build_model, phases.build_step_variables = original_build, original_prebuild
+        phases.build_checked_model, phases.build_step_variables = original_build, original_prebuild
 
 
 def main() -> None:

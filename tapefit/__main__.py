@@ -81,6 +81,8 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
     """One run, or a search when `tune.algorithm` is not `none` (keras-tuner's, or Optuna's
     study for `optuna`)."""
     if cfg.tune.algorithm == "none":
+        from tapefit.config.schemas import TrainerConfig
+        from tapefit.config.typed import typed
         from tapefit.runner.train import run
         from tapefit.training.lifecycle import RunInterrupted, write_status
         from tapefit.training.preemption import requeue, requeued_start
@@ -90,7 +92,7 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
         try:
             metrics = run(cfg, output_dir)
         except RunInterrupted as stop:
-            if requeue(cfg.trainer, stop.signum):
+            if requeue(typed(TrainerConfig, cfg.trainer), stop.signum):
                 status = {"signal": stop.signum, "error": str(stop), "requeued": True}
                 write_status(Path(output_dir), "interrupted", **status)
             raise

@@ -29,8 +29,12 @@ def typed(schema: type[Schema], node: Any) -> Schema:
     """
     if isinstance(node, schema):
         return node
+    if isinstance(node, DictConfig) and OmegaConf.get_type(node) is schema:
+        return OmegaConf.to_object(node)  # interpolations resolve through the whole config
     merged = OmegaConf.structured(schema)
     if node is not None:
-        values = node if isinstance(node, DictConfig) else OmegaConf.create(dict(node))
-        merged = OmegaConf.merge(merged, values)
+        values = (
+            OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+        )
+        merged = OmegaConf.merge(merged, OmegaConf.create(dict(values)))
     return OmegaConf.to_object(merged)

@@ -135,10 +135,10 @@ def default_objective(cfg: Any, target: Any = None) -> str:
     return str(chooser(plain))
 
 
-def objective_of(cfg: Any, target: Any = None) -> Objective:
+def objective_of(cfg: Any, target: Any = None, name: str | None = None) -> Objective:
     """The run's objective: `cfg.objective`, or the model's default validation metric, with
     its direction and mode (one line refuses a direction `auto` cannot know)."""
-    name = cfg.objective or default_objective(cfg, target)
+    name = name or cfg.objective or default_objective(cfg, target)
     direction = resolve_direction(
         name, cfg.get("objective_direction", "auto"), "objective_direction"
     )

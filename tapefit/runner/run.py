@@ -141,7 +141,7 @@ class Run:
         epoch_steps = plan.steps_per_epoch or steps_of(data.train, None)
         state = checkpoints.restore(model, strategy, self.warm_start, epoch_steps)
         objective = spec.objective
-        chosen = selector(objective, trainer.test_weights, cfg.callbacks.early_stopping)
+        chosen = selector(objective, trainer.test_weights, spec.early_stopping)
         kept = [chosen] if chosen is not None else []  # before the checkpointer: it saves them
         kept += checkpoints.kept_models(objective)
         if kept and state.callback_states[0]:  # its state now, even if no epoch is left

@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from tapefit.config.schemas import DebugConfig, TrainerConfig
+from tapefit.config.schemas import DebugConfig, EarlyStoppingConfig, TrainerConfig
 from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
 from tapefit.runner.model_node import default_objective, model_class, objective_of
@@ -28,6 +28,8 @@ class RunSpec:
     Attributes:
         trainer: `trainer`, typed (choices are enums).
         debug: `debug`, typed.
+        early_stopping: `callbacks.early_stopping`, typed (whether it restores its own best
+            weights decides which weights the run is tested with).
         objective_name: The metric the run selects on (`objective`, or the model's default).
         resolved_objective: It with its direction and mode; None when `auto` cannot know the
             direction, which `objective` then refuses (after the run has checked that it logs
@@ -45,6 +47,7 @@ class RunSpec:
 
     trainer: TrainerConfig
     debug: DebugConfig
+    early_stopping: EarlyStoppingConfig
     objective_name: str
     resolved_objective: Objective | None
     model_class: Any
@@ -70,12 +73,13 @@ class RunSpec:
         target = model_class(cfg)
         name = cfg.objective or default_objective(cfg, target)
         try:
-            objective, refusal = objective_of(cfg, target), ""
+            objective, refusal = objective_of(cfg, target, name), ""
         except TapefitError as error:
             objective, refusal = None, str(error)
         return cls(
             trainer=trainer,
             debug=typed(DebugConfig, cfg.get("debug")),
+            early_stopping=typed(EarlyStoppingConfig, cfg.callbacks.early_stopping),
             objective_name=name,
             resolved_objective=objective,
             objective_refusal=refusal,

@@ -27,7 +27,7 @@ from tapefit.training.callbacks import (
 )
 from tapefit.training.debugging import check_debug
 from tapefit.training.objective import Objective, check_objective
-from tapefit.training.optimizers import check_optimizer_node
+from tapefit.training.optimizers import check_optimizer_node, missing_target
 from tapefit.training.runtime import cluster_source, device_names
 from tapefit.training.schedules import SCHEDULE_ARGUMENTS, changes_learning_rate
 
@@ -223,10 +223,7 @@ def check_config(cfg: Any) -> None:
     }
     for key, options in optimizers.items():
         if not has_target(options):
-            raise TapefitError(
-                f"{key} needs _target_: the optimizer class to build, e.g. optimizer=adamw, "
-                f"or {key}._target_=keras.optimizers.Lion"
-            )
+            raise missing_target(key)
         check_optimizer_node(options, key)
     check_scheduler(cfg)
     at_least(trainer.val_check_interval, 1, "trainer.val_check_interval", allow_null=True)

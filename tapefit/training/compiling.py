@@ -34,10 +34,8 @@ class StepPolicies:
     def arguments(self) -> dict[str, Any]:
         """The keyword arguments `TapeModel.compile` takes for them."""
         return {
-            "on_nonfinite": str(getattr(self.on_nonfinite, "value", self.on_nonfinite)),
-            "on_missing_gradients": str(
-                getattr(self.on_missing_gradients, "value", self.on_missing_gradients)
-            ),
+            "on_nonfinite": self.on_nonfinite,
+            "on_missing_gradients": self.on_missing_gradients,
             "allow_missing_gradients": list(self.allow_missing_gradients),
             "gradient_telemetry": self.gradient_telemetry,
         }

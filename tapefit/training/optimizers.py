@@ -44,9 +44,20 @@ def build_optimizer(
                 "keras.optimizers.Optimizer: name an optimizer class (e.g. keras.optimizers.Adam)"
             )
         return optimizer
-    raise TapefitError(
-        f"{key} needs _target_: the optimizer class to build, e.g. {key}=adamw, or "
-        f"{key}._target_=keras.optimizers.Lion"
+    raise missing_target(key)
+
+
+def missing_target(key: str) -> TapefitError:
+    """The one-line refusal of an optimizer node without `_target_` at `key`.
+
+    Example:
+        >>> str(missing_target("optimizers.critic"))  # doctest: +ELLIPSIS
+        'optimizers.critic needs _target_: ... optimizers.critic._target_=keras.optimizers.Adam'
+    """
+    choose = "optimizer=adamw, or " if key == "optimizer" else ""
+    return TapefitError(
+        f"{key} needs _target_: the optimizer class to build, e.g. {choose}"
+        f"{key}._target_=keras.optimizers.Adam"
     )
 
 

@@ -46,8 +46,10 @@ class Case:
         env: run-time environment variables for this invocation.
         code: the exit code.
         left: "failed" (status.json failed, no results), "nothing" (no run directory),
-            "completed" (read as meant: the run ends and says so), "file" (the run directory
+            "completed" (read as meant: the run ends and says so), "file" (the case's `run`
             is a file, left as it was).
+        run_dir: `hydra.run.dir` within the case's folder (`run/sub`: under the file).
+        rows: for `left="completed"`, the rows the run read (every line, none skipped).
     """
 
     args: list[str]
@@ -56,6 +58,8 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     code: int = 2
     left: str = "failed"
+    run_dir: str = "run"
+    rows: int | None = None
 
 
 def write(name: str, text: str, encoding: str = "utf-8") -> Callable[[Path], None]:
@@ -172,7 +176,8 @@ CASES: dict[str, list[Case]] = {
     "unbatched-dataset": [
         Case(
             [*USER, "data._target_=hits_user.unbatched"],
-            r"looks unbatched.*shape \(4,\).*dataset\.batch\(32\)",
+            # Keras' own message, not its "Exception encountered" wrapper
+            r"^(?!.*Exception encountered).*looks unbatched.*shape \(4,\).*dataset\.batch\(32\)",
         ),
     ],
     "optimizer-option": [
@@ -196,6 +201,12 @@ CASES: dict[str, list[Case]] = {
     ],
     "run-directory-file": [
         Case(QUICK, r"run directory .*/run cannot be used: .*/run is a file", left="file"),
+        Case(
+            QUICK,
+            r"run directory .*/run/sub cannot be used: .*/run is a file",
+            left="file",
+            run_dir="run/sub",
+        ),
     ],
     "tf-config": [
         Case(
@@ -252,6 +263,7 @@ CASES: dict[str, list[Case]] = {
             files=write("pairs.txt", "\ufeff" + (HEADER + pair_lines(40)).replace(",", "\t")),
             code=0,
             left="completed",
+            rows=40,
         ),
     ],
     "nonnumeric-quoting": [
@@ -279,6 +291,7 @@ CASES: dict[str, list[Case]] = {
             files=write("pairs.csv", HEADER + pair_lines(40).replace("\n", ",source,2012\n")),
             code=0,
             left="completed",
+            rows=40,
         ),
     ],
     "empty-text": [
@@ -353,6 +366,10 @@ def check(case: Case, folder: Path, result) -> None:
     if case.left == "completed":
         status = json.loads((run_dir / "status.json").read_text())
         assert status["state"] == "completed" and (run_dir / "metrics.json").is_file()
+        if case.rows is not None:  # read as meant: every line, none skipped
+            metrics = json.loads((run_dir / "metrics.json").read_text())
+            assert sum(metrics["samples"].values()) == case.rows, metrics["samples"]
+            assert metrics.get("skipped_lines", 0) == 0, metrics["skipped_lines"]
         return
     line = first_error_line(result.stderr)
     assert re.search(case.says, line), line
@@ -386,7 +403,7 @@ def test_each_row_as_written_through_the_cli(project, tmp_path, rows):
         (
             "tapefit",
             [arg.replace("{folder}", str(folder)) for arg in case.args]
-            + [f"hydra.run.dir={folder}/run"],
+            + [f"hydra.run.dir={folder}/{case.run_dir}"],
             case.env,
         )
         for (_, _, case), folder in zip(cases, folders, strict=True)

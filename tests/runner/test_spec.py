@@ -158,3 +158,12 @@ def test_a_typed_node_refuses_a_key_its_schema_does_not_have():
     assert typed(TrainerConfig, None) == TrainerConfig()
     with pytest.raises(ConfigKeyError):
         typed(DebugConfig, {"modes": "overfit"})
+
+
+def test_a_typed_node_resolves_interpolations_through_the_whole_config(compose):
+    cfg = compose(
+        ["trainer.steps_per_epoch=7", "trainer.validation_steps=${trainer.steps_per_epoch}"]
+    )
+    assert RunSpec.of(cfg).trainer.validation_steps == 7
+    cfg = compose(["trainer.validation_steps=${seed}", "seed=3"])
+    assert typed(TrainerConfig, cfg.trainer).validation_steps == 3

@@ -14,7 +14,13 @@ import numpy as np
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
-from tapefit.training.export.formats import EXTRA, INFO, SAVED_MODEL, missing_packages
+from tapefit.training.export.formats import (
+    EXTRA,
+    INFO,
+    SAVED_MODEL,
+    missing_packages,
+    normalize_formats,
+)
 
 ENDPOINT = "serve"  # Keras' default endpoint name, and the first (serving_default) one
 
@@ -128,6 +134,7 @@ def check_exportable(model: keras.Model, formats: Sequence[str]) -> list[ExportE
         TapefitError: a format whose packages are missing, or that cannot take the model's
             string inputs, in one line naming each format and why.
     """
+    formats = normalize_formats(formats)  # names, whatever the config held (enums)
     missing = missing_packages(formats)
     if missing:
         needs = "; ".join(f"{name} needs {', '.join(p)}" for name, p in missing.items())

@@ -44,8 +44,8 @@ def export_for_serving(
     it onto `path`, so no half-written or unverified export is ever seen.
 
     The SavedModel (`write_export`) is `path` itself; every other format is written by
-    `export_formats.write_format` into `path/<format>/`. Each export is then loaded in its
-    own runtime and compared with the model on `batch` (`export_formats.verify_exports`),
+    `writers.write_format` into `path/<format>/`. Each export is then loaded in its
+    own runtime and compared with the model on `batch` (`verification.verify_exports`),
     and `path/verify.json` records the differences.
 
     Args:
