@@ -92,10 +92,10 @@ class RunSpec:
 def compile_settings(cfg: DictConfig, trainer: TrainerConfig) -> CompileSettings:
     """`Model.compile`'s settings from the composed config: the optimizer nodes by their keys,
     the scheduler, `compile.loss`/`compile.metrics`, and the trainer's step options."""
-    optimizers = {f"optimizers.{name}": node for name, node in cfg.optimizers.items()}
     telemetry = cfg.callbacks.step_telemetry
     return CompileSettings(
-        optimizers=optimizers or {"optimizer": cfg.optimizer},
+        optimizer=None if cfg.optimizers else cfg.optimizer,  # several replace the one
+        optimizers=dict(cfg.optimizers),
         scheduler=cfg.get("scheduler"),
         loss=cfg.compile.loss,
         metrics=tuple(cfg.compile.metrics),

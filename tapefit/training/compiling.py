@@ -46,8 +46,9 @@ class CompileSettings:
     """Everything `Model.compile` gets, resolved at the run's edge (`tapefit.runner.spec`).
 
     Attributes:
-        optimizers: The optimizer node by its config key: `{"optimizer": node}`, or
-            `{"optimizers.NAME": node}` for every optimizer a step names.
+        optimizer: The `optimizer` node (used when `optimizers` is empty).
+        optimizers: `{NAME: node}` for every optimizer a step names (`optimizers`); when
+            given, they replace `optimizer`.
         scheduler: The `scheduler` node (`_target_`), or None for a constant rate.
         loss: `compile.loss` (a Keras name or a `_target_` node), None for the model's own.
         metrics: `compile.metrics`, added to the model's own.
@@ -61,12 +62,13 @@ class CompileSettings:
     Example:
         >>> from omegaconf import OmegaConf
         >>> node = OmegaConf.create({"_target_": "keras.optimizers.SGD", "learning_rate": 0.1})
-        >>> settings = CompileSettings({"optimizer": node})
+        >>> settings = CompileSettings(optimizer=node)
         >>> type(configured_optimizer(settings)).__name__
         'SGD'
     """
 
-    optimizers: dict[str, Any]
+    optimizer: Any = None
+    optimizers: dict[str, Any] = field(default_factory=dict)
     scheduler: Any = None
     loss: Any = None
     metrics: tuple[Any, ...] = ()
@@ -83,14 +85,12 @@ def configured_optimizer(settings: CompileSettings, steps_per_epoch: int | None 
     over its learning rate (`steps_per_epoch`: the training split's batches, None for an
     endless stream)."""
     schedule = learning_rate_schedule(settings.scheduler, settings.epochs, steps_per_epoch)
-    if list(settings.optimizers) != ["optimizer"]:
+    if settings.optimizers:
         return {
-            key.removeprefix("optimizers."): build_optimizer(
-                node, settings.accumulate, key, schedule
-            )
-            for key, node in settings.optimizers.items()
+            name: build_optimizer(node, settings.accumulate, f"optimizers.{name}", schedule)
+            for name, node in settings.optimizers.items()
         }
-    return build_optimizer(settings.optimizers["optimizer"], settings.accumulate, schedule=schedule)
+    return build_optimizer(settings.optimizer, settings.accumulate, schedule=schedule)
 
 
 def learning_rate_schedule(node: Any, epochs: int, steps_per_epoch: int | None) -> Any:

@@ -70,13 +70,14 @@ def test_compile_settings_carry_the_step_policies_and_every_optimizer(compose):
         "allow_missing_gradients": ["*bias"],
         "gradient_telemetry": "histograms",
     }
-    assert list(settings.optimizers) == ["optimizer"] and settings.accumulate == 2
+    assert settings.optimizers == {} and settings.accumulate == 2
+    assert settings.optimizer._target_ == "keras.optimizers.Adam"
     cfg.callbacks.step_telemetry.enabled = False
     assert RunSpec.of(cfg).compile.policies.gradient_telemetry == "off"
 
     adam = OmegaConf.create({"_target_": "keras.optimizers.Adam", "learning_rate": 1e-3})
     sgd = OmegaConf.create({"_target_": "keras.optimizers.SGD", "learning_rate": 0.1})
-    two = CompileSettings({"optimizers.generator": adam, "optimizers.critic": sgd})
+    two = CompileSettings(optimizers={"generator": adam, "critic": sgd})
     built = configured_optimizer(two)
     assert {name: type(o).__name__ for name, o in built.items()} == {
         "generator": "Adam",
@@ -96,7 +97,7 @@ def test_compile_returns_the_metrics_the_step_will_log():
     model = tapefit.TapeModel(*_functional())
     metric = OmegaConf.create({"_target_": "keras.metrics.MeanAbsoluteError", "name": "mae_x"})
     settings = CompileSettings(
-        {"optimizer": OmegaConf.create({"_target_": "keras.optimizers.SGD"})},
+        optimizer=OmegaConf.create({"_target_": "keras.optimizers.SGD"}),
         loss="mse",
         metrics=(metric,),
     )
