@@ -32,6 +32,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tapefit.config.schemas import TrainerConfig
+from tapefit.config.typed import typed
 from tapefit.runner.train import build_data, build_model, prepare
 
 WORDS = [f"w{i}" for i in range(5000)]
@@ -157,7 +159,7 @@ def step_times(model: keras.Model, batches: tf.data.Dataset, calls: int) -> floa
 def waiting_for_input(name: str, overrides: list[str], repeats: int, steps: int) -> None:
     """ms per step fed by the real pipeline and by its batches replayed from memory."""
     cfg = compose(overrides)
-    strategy = prepare(cfg)
+    strategy = prepare(cfg.seed, typed(TrainerConfig, cfg.trainer))
     data = build_data(cfg)
     model = build_model(cfg, data, strategy)
     model.make_train_function()

@@ -21,7 +21,7 @@ from pathlib import Path
 import tensorflow as tf
 
 import tapefit
-from tapefit.runner import phases
+from tapefit.runner import preparation
 from tapefit.runner import train as training
 
 EXPERIMENTS = {
@@ -32,7 +32,7 @@ COMMON = ["trainer.epochs=1", "trainer.verbose=0", "trainer.save_model=false"]
 
 
 def counting_traces(build_checked_model, counts: dict[str, int]):
-    """`phases.build_checked_model` (what a run builds its model with), whose models count
+    """`preparation.build_checked_model` (what a run builds its model with), whose models count
     how often TensorFlow traces their train step."""
 
     def build(cfg, data, strategy, spec=None):
@@ -54,17 +54,23 @@ def counting_traces(build_checked_model, counts: dict[str, int]):
 def one_run(overrides: list[str], prebuild: bool, directory: Path) -> tuple[float, int]:
     """Seconds of `tapefit.run` and train-step traces, with or without the pre-build."""
     counts = {"traces": 0}
-    original_build, original_prebuild = phases.build_checked_model, phases.build_step_variables
-    phases.build_checked_model = counting_traces(original_build, counts)
+    original_build, original_prebuild = (
+        preparation.build_checked_model,
+        preparation.build_step_variables,
+    )
+    preparation.build_checked_model = counting_traces(original_build, counts)
     if not prebuild:
-        phases.build_step_variables = lambda model, dataset: None
+        preparation.build_step_variables = lambda model, dataset: None
     try:
         cfg = tapefit.compose([*overrides, *COMMON])
         started = time.perf_counter()
         training.run(cfg, directory)
         return time.perf_counter() - started, counts["traces"]
     finally:
-        phases.build_checked_model, phases.build_step_variables = original_build, original_prebuild
+        preparation.build_checked_model, preparation.build_step_variables = (
+            original_build,
+            original_prebuild,
+        )
 
 
 def main() -> None:

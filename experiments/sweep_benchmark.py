@@ -33,7 +33,8 @@ import tensorflow as tf
 import tapefit.runner.run
 from tapefit.config.schemas import SpaceEntry
 from tapefit.sweeps.search_space import apply_values
-from tapefit.sweeps.tuning import EpochClock, search
+from tapefit.sweeps.trial_callbacks import EpochClock
+from tapefit.sweeps.tuning import search
 
 SPACE = {  # the classifier's space without the CNN: the target is the MLP's overhead
     "optimizer.learning_rate": {"type": "float", "min": 1e-4, "max": 1e-2, "sampling": "log"},

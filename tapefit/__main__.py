@@ -34,7 +34,7 @@ def main(cfg: DictConfig) -> float:
     checkpoint; in a SLURM batch job SIGUSR1 also requeues the job, whose next start resumes.
     `status.json` says so.
     """
-    from tapefit.training.lifecycle import RunInterrupted
+    from tapefit.callbacks.stop_on_signal import RunInterrupted
 
     logging.captureWarnings(True)  # warnings reach tapefit.log through Hydra's job logging
     freeze_startup_objects()  # each run's clear_session then collects only what runs made
@@ -69,7 +69,7 @@ def config_dir_arguments(hydra_cfg: DictConfig) -> list[str]:
 def failure_value(cfg: DictConfig) -> float:
     """What a failed job returns to a sweeper: the worst value for the objective's direction
     (-inf when higher is better). Optuna records it and goes on; NaN would abort its sweep."""
-    from tapefit.runner.model_node import objective_of
+    from tapefit.runner.spec import objective_of
 
     try:
         return objective_of(cfg).worst
@@ -81,11 +81,12 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
     """One run, or a search when `tune.algorithm` is not `none` (keras-tuner's, or Optuna's
     study for `optuna`)."""
     if cfg.tune.algorithm == "none":
+        from tapefit.callbacks.stop_on_signal import RunInterrupted
         from tapefit.config.schemas import TrainerConfig
         from tapefit.config.typed import typed
         from tapefit.runner.train import run
-        from tapefit.training.lifecycle import RunInterrupted, write_status
         from tapefit.training.preemption import requeue, requeued_start
+        from tapefit.training.run_status import write_status
 
         if not cfg.resume and requeued_start(cfg.trainer.requeue):
             cfg.resume = True  # a requeued SLURM job continues from its last checkpoint
@@ -102,7 +103,7 @@ def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
     try:
         return run_search(cfg, output_dir, overrides)
     except TapefitError as error:  # refused before (or while) the search wrote its own status
-        from tapefit.training.lifecycle import read_status, record_end
+        from tapefit.training.run_status import read_status, record_end
 
         if (read_status(Path(output_dir)) or {}).get("state") != "failed":
             record_end(Path(output_dir), "failed", error=str(error))
@@ -113,7 +114,7 @@ def run_search(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
     """A learning-rate finder's sweep, keras-tuner's search or Optuna's study in `output_dir`."""
     if cfg.tune.algorithm == "lr_find":
         from tapefit.sweeps.lr_find import find
-        from tapefit.training.lifecycle import write_status
+        from tapefit.training.run_status import write_status
 
         write_status(Path(output_dir), "running", kind="lr_find")
         summary = find(cfg, output_dir)

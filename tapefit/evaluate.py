@@ -27,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     set_command_defaults()
     from tapefit.errors import TapefitError
-    from tapefit.runner.reuse import RETRIEVAL_FILES, command, evaluate_run, retrieve_run
+    from tapefit.runner.finished_runs import RETRIEVAL_FILES, command, evaluate_run, retrieve_run
 
     def act(own: dict, overrides: list) -> None:
         files = {key: own[key] for key in RETRIEVAL_FILES if key in own}

@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit code: 0, or 2 for bad input.
     """
     set_command_defaults()
-    from tapefit.runner.reuse import command, predict_run
+    from tapefit.runner.finished_runs import command, predict_run
 
     def act(own: dict, overrides: list) -> None:
         path = predict_run(own["run"], own["output"], overrides, own.get("split", "test"))

@@ -26,8 +26,25 @@ Data (what the loader `data._target_` names returns):
   out.
 - `rebuilt(batch_size)`: the same data in pipelines of another batch size (sweeps).
 - `diagnose(error)`: a one-line account of a failure inside the pipeline (a corrupt file).
+- For `SiameseModel`'s whole-split metrics and report: `splits` (the held-out pairs in memory
+  by split name, named tuples with `texts_a`, `texts_b` and `labels`, as
+  `tapefit.data.pairs.PairSplit`), `inputs(split)` (a split's text batches, in order),
+  `label_type` and `read_counts()`.
 
 Loader (the callable `data._target_` names): `check_options(options)`, as for a model.
+
+Callback (any Keras callback in a run: configured, the model's own, or passed to `run`):
+
+- `get_state()` / `set_state(state)`: what the callback must remember across a resume (JSON
+  values or NumPy arrays); written into each resume checkpoint and put back after
+  `on_train_begin` (`tapefit.checkpointing.callback_state`).
+- `logged_names`: the epoch-log keys it adds, so a `monitor` or the `objective` may name them.
+- `use_callbacks(callbacks)`: called once with the run's final callback list (for a callback
+  that saves or signals the others).
+- `use_intervals()`: the run validates every N steps, so its "epochs" are intervals.
+- `stop_reason()`: why it set `model.stop_training`, for the run's log line.
+- `on_interrupt(batch)`: a signal stops the run after this batch (None: at an epoch's end);
+  flush what it holds.
 """
 
 from __future__ import annotations
@@ -65,6 +82,24 @@ class DataHooks(Protocol):
     def rebuilt(self, batch_size: int) -> DataHooks: ...
 
     def diagnose(self, error: Exception) -> Exception | None: ...
+
+
+class CallbackHooks(Protocol):
+    """The optional methods and attributes of a callback a tapefit run uses."""
+
+    logged_names: list[str]
+
+    def get_state(self) -> dict[str, Any]: ...
+
+    def set_state(self, state: dict[str, Any]) -> None: ...
+
+    def use_callbacks(self, callbacks: list[Any]) -> None: ...
+
+    def use_intervals(self) -> None: ...
+
+    def stop_reason(self) -> str: ...
+
+    def on_interrupt(self, batch: int | None) -> None: ...
 
 
 def hook(owner: Any, name: str) -> Callable[..., Any] | None:

@@ -6,6 +6,8 @@ set_command_defaults()  # the tests run TensorFlow as `python -m tapefit` does
 ensure_tensorflow_backend()  # before TensorFlow is imported
 
 # isort: split
+import textwrap  # noqa: E402
+
 import keras  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -53,6 +55,112 @@ def mirrored_strategy():
     return strategy
 
 
+@pytest.fixture(scope="session")
+def classifier_run(tmp_path_factory):
+    """The digits classifier trained two epochs through `python -m tapefit` (the CNN, every
+    default), once a session: (run directory, the finished process). tests/cli/test_cli.py reads
+    its files, tests/runner/test_reuse.py evaluates it and predicts with it (into `eval/` and
+    its own folders: nothing the other tests read)."""
+    from tests.helpers import run_cli
+
+    run_dir = tmp_path_factory.mktemp("classifier_run")
+    result = run_cli("trainer.epochs=2", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return run_dir, result
+
+
+# A user's project (`hits_project`): a model, a metric whose direction tapefit cannot know, and
+# endless and unbatched datasets, run with `--config-dir conf experiment=autoencoder`.
+HITS_MODULE = textwrap.dedent(
+    '''
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import tapefit
+
+
+    class AutoEncoder(tapefit.TapeModel):
+        def __init__(self, width=2, **kwargs):
+            super().__init__(**kwargs)
+            self.width = width
+            self.encode = keras.layers.Dense(width, activation="tanh")
+            self.decode = keras.layers.Dense(4)
+
+        def call(self, x, training=False):
+            return self.decode(self.encode(x))
+
+
+    class Agreement(keras.metrics.Metric):
+        """1 / (1 + mean squared error): better when higher, a name tapefit cannot know."""
+
+        def __init__(self, name="agreement", **kwargs):
+            super().__init__(name=name, **kwargs)
+            self.total = self.add_variable((), initializer="zeros", name="total")
+            self.count = self.add_variable((), initializer="zeros", name="count")
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            error = keras.ops.mean(keras.ops.square(y_true - y_pred), axis=-1)
+            self.total.assign_add(keras.ops.sum(error))
+            self.count.assign_add(keras.ops.cast(keras.ops.shape(error)[0], "float32"))
+
+        def result(self):
+            return 1.0 / (1.0 + self.total / self.count)
+
+
+    def points(n, seed):
+        x = np.random.default_rng(seed).normal(size=(n, 4)).astype("float32")
+        x[:, 2:] = x[:, :2] * 0.5  # two directions carry everything: learnable in width 2
+        return x
+
+
+    def arrays(n=256, seed=0):
+        return {"train": (points(n, seed), points(n, seed)), "test": (points(64, 9), points(64, 9))}
+
+
+    def datasets(repeat=False):
+        """Batched tf.data splits, a validation split of their own."""
+        train = tf.data.Dataset.from_tensor_slices((points(256, 0), points(256, 0))).batch(16)
+        val = tf.data.Dataset.from_tensor_slices((points(64, 1), points(64, 1))).batch(16)
+        return {"train": train.repeat() if repeat else train, "validation": val}
+
+
+    def unbatched():
+        x = points(64, 0)
+        return {"train": tf.data.Dataset.from_tensor_slices((x, x)), "validation": (x, x)}
+    '''
+)
+
+HITS_EXPERIMENT = """# @package _global_
+defaults:
+  - override /model: null
+  - override /data: null
+experiment_name: autoencoder
+model: {_target_: hits_user.AutoEncoder}
+data: {_target_: hits_user.arrays}
+compile: {loss: mse}
+trainer: {epochs: 3, verbose: 0, steps_per_execution: 1, deterministic: true}
+"""
+
+HITS_LEARNING_RATES = """# @package tune.space
+optimizer.learning_rate: {type: choice, values: [0.0003, 0.01, 0.05]}
+"""
+
+
+@pytest.fixture(scope="session")
+def hits_project(tmp_path_factory):
+    """The project folder of `HITS_MODULE` (as `hits_user.py`), its experiment and a search
+    space: what tests/cli/test_user_project_hits.py and the rows of docs/reference/errors.md
+    (tests/docs/test_error_table.py) run the CLI in. Tests write their runs elsewhere."""
+    root = tmp_path_factory.mktemp("hits_project")
+    (root / "hits_user.py").write_text(HITS_MODULE)
+    (root / "conf" / "experiment").mkdir(parents=True)
+    (root / "conf" / "experiment" / "autoencoder.yaml").write_text(HITS_EXPERIMENT)
+    (root / "conf" / "search_space").mkdir()
+    (root / "conf" / "search_space" / "learning_rates.yaml").write_text(HITS_LEARNING_RATES)
+    return root
+
+
 # Modules that train in fresh processes, over the CLI, or for several runs each: `make test`
 # runs them, `make test-fast` (`-m "not slow"`) leaves them out.
 SLOW_MODULES = {
@@ -80,14 +188,14 @@ SLOW_MODULES = {
 # xdist workers share them out at the start (xdist hands the first quarter of the tests out
 # round-robin) instead of one worker running the last of them while the other waits.
 LONGEST_FIRST = (
-    "tests/run/test_kill_points.py::test_a_kill_at_every_point_resumes_bitwise",
-    "tests/run/test_kill_points.py::test_a_sigterm_at_every_point",
+    "tests/checkpointing/test_kill_points.py::test_a_kill_at_every_point_resumes_bitwise",
+    "tests/checkpointing/test_kill_points.py::test_a_sigterm_at_every_point",
     "tests/docs/test_doc_commands.py::test_every_command_runs_as_the_page_says",
     "tests/step/test_step_guards.py::test_a_bad_batch_on_one_replica",
     "tests/cli/test_experiments.py::test_benchmark_smoke_run",
     "tests/docs/test_doc_examples.py",
-    "tests/run/test_scale_out.py",
-    "tests/run/test_recipes.py",
+    "tests/runner/test_scale_out.py",
+    "tests/runner/test_recipes.py",
 )
 
 

@@ -4,6 +4,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import tensorflow as tf
@@ -13,17 +14,34 @@ from tests import processes
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run `python -m tapefit ARGS` in a fresh process, bounded in time."""
-    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+def run_in(
+    folder: Path,
+    words: Sequence[str],
+    *extra: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess:
+    """Run the command `words` + `extra` (`python ...`, or a script installed beside it) in
+    `folder` (a user's project: its files importable from the cwd) in a fresh process, with
+    TensorFlow's backend and `env` added to the environment, bounded in time."""
+    environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    environment.update(env or {})
     return processes.run(
-        [sys.executable, "-m", "tapefit", *args],
-        cwd=REPO,
-        env=env,
+        [*words, *extra],
+        cwd=folder,
+        env=environment,
         capture_output=True,
         text=True,
         timeout=timeout,
     )
+
+
+def run_cli(
+    *args: str, timeout: float = 300, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run `python -m tapefit ARGS` in a fresh process in `cwd` (a user's project reads its own
+    files with `--config-dir conf`), bounded in time."""
+    return run_in(cwd, [sys.executable, "-m", "tapefit"], *args, env=env, timeout=timeout)
 
 
 # The child of `run_cli_batch`: the module's real entry point (for `tapefit`, the Hydra one in

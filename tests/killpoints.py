@@ -102,7 +102,7 @@ def _before(function: Any, first: Any) -> Any:
 def install(points: KillPoints, patch: Any) -> KillPoints:
     """Wire `points` into tapefit's run through `patch(obj, name, value)`; returns it (the
     callback to pass to `tapefit.run`)."""
-    from tapefit.runner import finish, run
+    from tapefit.runner import results, run
     from tapefit.training import checkpoints
 
     def assembled(*args: Any, **kwargs: Any) -> list:
@@ -140,8 +140,10 @@ def install(points: KillPoints, patch: Any) -> KillPoints:
         if path.name == "metrics.json":
             points.point("final-written")
 
-    patch(finish, "write_json", _after(_before(finish.write_json, before_final), after_final))
-    patch(finish, "save_model", _before(finish.save_model, lambda *a: points.point("final-model")))
+    patch(results, "write_json", _after(_before(results.write_json, before_final), after_final))
+    patch(
+        results, "save_model", _before(results.save_model, lambda *a: points.point("final-model"))
+    )
     return points
 
 

@@ -11,11 +11,7 @@ every option through Hydra and fails on any key the page does not describe.
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import io
-import itertools
 import json
-import tokenize
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from tapefit.config.comments import header_comment, schema_comments, yaml_comments
 from tapefit.config.schemas import SCHEMAS, SpaceEntry, TapefitConfig, config_dir
 from tapefit.config.targets import locate
 from tapefit.config.typecheck import describe, parameter_types
@@ -65,113 +62,6 @@ class OptionDoc:
     target: str | None = None
     keys: list[KeyDoc] = field(default_factory=list)
     overrides: str = ""  # for options of GLOBAL_GROUPS: the YAML they apply
-
-
-def yaml_comments(text: str) -> dict[str, str]:
-    """Each key's comment in a YAML file: the comment lines right above it, then the one after.
-
-    Args:
-        text: The YAML file's text (block style, two-space indents, as `conf/` is written).
-
-    Returns:
-        Dotted key (relative to the file's root) to its comment, for the keys that have one.
-
-    Examples:
-        >>> yaml_comments("seed: 0\\n# size of a batch\\nbatch_size: 32  # at least 1\\n")
-        {'batch_size': 'size of a batch at least 1'}
-    """
-    comments: dict[str, str] = {}
-    stack: list[tuple[int, str]] = []
-    pending: list[str] = []
-    lines = text.splitlines()
-    header = len(lines) - len(list(itertools.dropwhile(lambda ln: ln.startswith("#"), lines)))
-    for line in lines[header:]:  # the file's leading comment is its summary, not a key's
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            if not stripped.startswith("# @package"):
-                pending.append(stripped.lstrip("#").strip())
-            continue
-        key, rest = _key_of(line)
-        if key is None:
-            pending = []
-            continue
-        indent = len(line) - len(line.lstrip(" "))
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        dotted = ".".join([name for _, name in stack] + [key])
-        value, trailing = _split_comment(rest)
-        described = " ".join([*pending, *([trailing] if trailing else [])]).strip()
-        if described:
-            comments[dotted] = described
-        pending = []
-        if not value:
-            stack.append((indent, key))
-    return comments
-
-
-def _key_of(line: str) -> tuple[str | None, str]:
-    stripped = line.strip()
-    if not stripped or stripped.startswith("-") or ":" not in stripped:
-        return None, ""
-    key, _, rest = stripped.partition(":")
-    if not key.replace("_", "").replace(".", "").isalnum():
-        return None, ""
-    return key, rest
-
-
-def _split_comment(rest: str) -> tuple[str, str]:
-    """`' 32  # at least 1'` -> (`'32'`, `'at least 1'`), a `#` inside quotes kept."""
-    quote = None
-    for index, char in enumerate(rest):
-        if quote:
-            quote = None if char == quote else quote
-        elif char in "'\"":
-            quote = char
-        elif char == "#" and (index == 0 or rest[index - 1] == " "):
-            return rest[:index].strip(), rest[index + 1 :].strip()
-    return rest.strip(), ""
-
-
-def header_comment(text: str) -> str:
-    """The comment lines a YAML file starts with (its summary), `@package` lines left out."""
-    lines = []
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            break
-        if not line.startswith("# @package"):
-            lines.append(line.lstrip("#").strip())
-    return " ".join(lines)
-
-
-def schema_comments(schema: type) -> dict[str, str]:
-    """Each field's comment in a dataclass schema's source (lines above it, then beside it).
-
-    Args:
-        schema: A dataclass from `tapefit.config.schemas`.
-
-    Returns:
-        Field name to its comment, for the fields that have one.
-    """
-    source = inspect.getsource(schema)
-    comments: dict[str, str] = {}
-    pending: list[str] = []
-    names = {f.name for f in dataclasses.fields(schema)}
-    lines = source.splitlines()
-    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
-    trailing = {t.start[0]: t.string for t in tokens if t.type == tokenize.COMMENT}
-    for number, line in enumerate(lines, start=1):
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            pending.append(stripped.lstrip("#").strip())
-            continue
-        name = stripped.split(":", 1)[0].strip()
-        if name in names and ":" in stripped:
-            after = trailing.get(number, "") if not stripped.startswith("#") else ""
-            text = " ".join([*pending, after.lstrip("#").strip()]).strip()
-            if text:
-                comments[name] = text
-        pending = []
-    return comments
 
 
 def _shown(value: Any) -> str:

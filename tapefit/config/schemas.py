@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from tapefit.errors import TapefitError
-from tapefit.step.tools import OnMissingGradients, OnNonFinite
+from tapefit.step.step_guards import OnMissingGradients, OnNonFinite
 
 
 class Precision(str, Enum):
@@ -163,7 +163,7 @@ class TrainerConfig:
 class TensorBoardConfig:
     """Keras' TensorBoard callback, writing to `<run dir>/tensorboard`."""
 
-    _target_: str = "tapefit.training.tensorboard.StepTensorBoard"
+    _target_: str = "tapefit.callbacks.tensorboard.StepTensorBoard"
     enabled: bool = True
     update_freq: UpdateFreq = UpdateFreq.epoch
     histogram_freq: int = 0
@@ -224,7 +224,7 @@ class StepTelemetryConfig:
     """tapefit's StepTelemetry: gradient norm, learning rate, loss scale and skipped steps every
     N optimizer steps, to TensorBoard (`tensorboard/train`, tags `step/...`) and `steps.csv`."""
 
-    _target_: str = "tapefit.step.monitor.StepTelemetry"
+    _target_: str = "tapefit.callbacks.telemetry.StepTelemetry"
     enabled: bool = True
     every_n_steps: int = 10
     histograms: bool = False  # also every gradient as a TensorBoard histogram

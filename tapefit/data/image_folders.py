@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from sklearn.model_selection import train_test_split
 
-from tapefit.data.images import ImageData
+from tapefit.data.images import ImageData, ImageSplit
 from tapefit.data.pipeline import PREFETCH_BATCHES, pipeline_options
 from tapefit.errors import TapefitError
 
@@ -206,7 +206,7 @@ def folder_data(
         image_shape=(*size, channels),
         num_classes=len(class_names),
         sizes={name: len(files.labels) for name, files in splits.items()},
-        splits={name: (files.paths, files.labels) for name, files in splits.items()},
+        splits={name: ImageSplit(files.paths, files.labels) for name, files in splits.items()},
         seed=seed,
         cache=cache,
         class_names=list(class_names),

@@ -6,7 +6,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -19,7 +19,21 @@ MNIST_KEYS = ("x_train", "y_train", "x_test", "y_test")
 MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
 
 
-Split = tuple[np.ndarray, np.ndarray]
+class ImageSplit(NamedTuple):
+    """One split of images and their class labels, by name (it unpacks as `images, labels`;
+    for folder data, `images` are file names).
+
+    Example:
+        >>> split = ImageSplit(np.zeros((2, 8, 8, 1)), np.array([0, 1]))
+        >>> split.images.shape, split.labels.tolist()
+        ((2, 8, 8, 1), [0, 1])
+    """
+
+    images: np.ndarray
+    labels: np.ndarray
+
+
+Split = ImageSplit
 
 
 @dataclass
@@ -94,7 +108,11 @@ def load_digits_splits(val_fraction: float, test_fraction: float, seed: int) -> 
         images, labels, test_size=test_fraction, stratify=labels, random_state=seed
     )
     x_train, x_val, y_train, y_val = _split_validation(x_rest, y_rest, val_fraction, seed)
-    return {"train": (x_train, y_train), "val": (x_val, y_val), "test": (x_test, y_test)}
+    return {
+        "train": ImageSplit(x_train, y_train),
+        "val": ImageSplit(x_val, y_val),
+        "test": ImageSplit(x_test, y_test),
+    }
 
 
 def load_mnist_arrays(path: str | None) -> dict[str, np.ndarray]:
@@ -162,9 +180,9 @@ def load_mnist_splits(path: str | None, val_fraction: float, seed: int) -> dict[
     x_test = (arrays["x_test"] / scale).astype("float32")[..., None]
     x_train, x_val, y_train, y_val = _split_validation(x_all, y_all, val_fraction, seed)
     return {
-        "train": (x_train, y_train),
-        "val": (x_val, y_val),
-        "test": (x_test, arrays["y_test"].astype("int64")),
+        "train": ImageSplit(x_train, y_train),
+        "val": ImageSplit(x_val, y_val),
+        "test": ImageSplit(x_test, arrays["y_test"].astype("int64")),
     }
 
 
@@ -213,8 +231,9 @@ def image_data(
     """Batched pipelines over `splits` (training reshuffled each epoch from `seed`), optionally
     keeping only the first `train_limit` training samples."""
     if train_limit is not None:
-        splits = {**splits, "train": tuple(part[:train_limit] for part in splits["train"])}
-    x_train = splits["train"][0]
+        train = splits["train"]
+        splits = {**splits, "train": ImageSplit(*(part[:train_limit] for part in train))}
+    x_train = splits["train"].images
     pipelines = {
         name: make_pipeline(arrays, batch_size, shuffle=name == "train", seed=seed, cache=cache)
         for name, arrays in splits.items()
@@ -223,7 +242,7 @@ def image_data(
         **pipelines,
         image_shape=tuple(int(d) for d in x_train.shape[1:]),
         num_classes=int(max(y.max() for _, y in splits.values())) + 1,
-        sizes={name: len(arrays[1]) for name, arrays in splits.items()},
+        sizes={name: len(split.labels) for name, split in splits.items()},
         splits=splits,
         seed=seed,
         cache=cache,

@@ -10,11 +10,8 @@ data object's `model_arguments()`; value checks a signature cannot state are the
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
-
-import numpy as np
 
 from tapefit.data.image_folders import CHANNELS, FolderImageData, class_folder, folder_data
 from tapefit.data.image_folders import split_off as split_off_files
@@ -25,73 +22,30 @@ from tapefit.data.images import (
     load_digits_splits,
     load_mnist_splits,
 )
-from tapefit.data.pair_files import PairFileSpec, checked_file, expand_paths
-from tapefit.data.pair_stream import StreamedPairData, streamed_pair_data
-from tapefit.data.pairs import PairData, file_splits, pair_data, read_pair_files, synthetic_splits
+from tapefit.data.loader_checks import at_least_or_null, checked_by, with_defaults
+from tapefit.data.pair_file_loading import (
+    HeldOutFractions,
+    PairBatching,
+    StreamLimits,
+    in_memory_pair_files,
+    streamed_pair_files,
+)
+from tapefit.data.pair_files import PairFileSpec
+from tapefit.data.pairs import PairData, pair_data, synthetic_splits
+from tapefit.data.text_options import check_text_options, with_text_options
 from tapefit.errors import TapefitError
-from tapefit.text.wordpiece import check_installed
 
 LabelTypeName = Literal["graded", "binary"]
 TokenizerName = Literal["word", "wordpiece"]
 PairPaths = str | list[str] | None  # a file, a glob ('shards/*.tsv') or a list of them
 
 
-def checked_by(check: Callable[[Mapping[str, Any]], None]) -> Callable:
-    """Decorator: attach `check` as the loader's `check_options`.
-
-    The run calls it with the configured arguments before anything is loaded, so a bad
-    value fails at once with its config key.
-
-    Args:
-        check: Takes the configured arguments; raises `TapefitError` for a bad value.
-
-    Returns:
-        A decorator that returns the loader itself, `check` attached.
-    """
-
-    def attach(loader: Callable) -> Callable:
-        loader.check_options = check
-        return loader
-
-    return attach
-
-
-def _with_defaults(loader: Callable, given: Mapping[str, Any]) -> dict[str, Any]:
-    import inspect
-
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(loader).parameters.items()
-        if parameter.default is not parameter.empty
-    }
-    return {**defaults, **given}
-
-
 def _check_image_arrays(given: Mapping[str, Any]) -> None:
-    options = _with_defaults(digits, given)
+    options = with_defaults(digits, given)
     check_fraction("val_fraction", options["val_fraction"])
     check_fraction("test_fraction", options["test_fraction"])
     at_least_or_null(options["train_limit"], 1, "train_limit")
     at_least_or_null(options["batch_size"], 1, "batch_size")
-
-
-def at_least_or_null(value: Any, minimum: int, key: str, null: bool = True) -> None:
-    """A one-line error naming `data.<key>` unless `value >= minimum` (or null, if `null`).
-
-    Args:
-        value: The configured value.
-        minimum: The smallest value allowed.
-        key: The key under `data` the error names.
-        null: Whether None is allowed.
-
-    Raises:
-        TapefitError: `value` is below `minimum` (or None where not allowed).
-    """
-    if value is None and null:
-        return
-    if value is None or value < minimum:
-        allowed = " or null" if null else ""
-        raise TapefitError(f"data.{key}={value} must be at least {minimum}{allowed}")
 
 
 @checked_by(_check_image_arrays)
@@ -135,7 +89,7 @@ def digits(
 
 
 def _check_mnist(given: Mapping[str, Any]) -> None:
-    options = _with_defaults(mnist, given)
+    options = with_defaults(mnist, given)
     check_fraction("val_fraction", options["val_fraction"])
     at_least_or_null(options["train_limit"], 1, "train_limit")
     at_least_or_null(options["batch_size"], 1, "batch_size", null=False)
@@ -183,7 +137,7 @@ def mnist(
 
 
 def _check_image_folder(given: Mapping[str, Any]) -> None:
-    options = _with_defaults(image_folder, given)
+    options = with_defaults(image_folder, given)
     size = list(options["image_size"])
     if len(size) != 2 or min(size) < 1:
         raise TapefitError(
@@ -264,47 +218,11 @@ def image_folder(
     )
 
 
-def _check_text_options(options: Mapping[str, Any]) -> None:
-    at_least_or_null(options["sequence_length"], 1, "sequence_length", null=False)
-    at_least_or_null(options["max_tokens"], 3, "max_tokens")
-    at_least_or_null(options["batch_size"], 1, "batch_size", null=False)
-    at_least_or_null(
-        options["wordpiece_vocabulary_size"], 3, "wordpiece_vocabulary_size", null=False
-    )
-    if options["tokenizer"] == "wordpiece":
-        check_installed("data.tokenizer=wordpiece")
-
-
 def _check_synthetic_pairs(given: Mapping[str, Any]) -> None:
-    options = _with_defaults(synthetic_pairs, given)
-    _check_text_options(options)
+    options = with_defaults(synthetic_pairs, given)
+    check_text_options(options)
     for split in ("train", "val", "test"):
         at_least_or_null(options[f"{split}_size"], 1, f"{split}_size", null=False)
-
-
-def with_text_options(
-    data: PairData,
-    sequence_length: int,
-    max_tokens: int | None,
-    tokenizer: str = "word",
-    wordpiece_vocabulary_size: int = 8000,
-) -> PairData:
-    """`data` carrying how its texts become tokens (the vectoriser the model will hold).
-
-    Args:
-        data: The pair data.
-        sequence_length: Tokens per text after vectorisation.
-        max_tokens: Vocabulary size cap of the word tokenizer; None: no cap.
-        tokenizer: `word` or `wordpiece`.
-        wordpiece_vocabulary_size: The WordPiece vocabulary's size cap.
-
-    Returns:
-        A copy of `data` with `text_options` set.
-    """
-    options: dict[str, Any] = {"sequence_length": sequence_length, "max_tokens": max_tokens}
-    if tokenizer != "word":  # the word tokenizer's options stay as they always were
-        options.update(tokenizer=tokenizer, wordpiece_vocabulary_size=wordpiece_vocabulary_size)
-    return dataclasses.replace(data, text_options=options)
 
 
 @checked_by(_check_synthetic_pairs)
@@ -362,8 +280,8 @@ def synthetic_pairs(
 
 
 def _check_pair_files(given: Mapping[str, Any]) -> None:
-    options = _with_defaults(pair_files, given)
-    _check_text_options(options)
+    options = with_defaults(pair_files, given)
+    check_text_options(options)
     for key in ("val_fraction", "test_fraction"):
         if not 0.0 <= options[key] < 1.0:
             raise TapefitError(f"data.{key}={options[key]} must lie in [0, 1)")
@@ -509,80 +427,13 @@ def pair_files(
         encoding=encoding,
     )
     paths = {"train": train_path, "val": validation_path, "test": test_path}
+    batching = PairBatching(batch_size=batch_size, cache=cache, seed=seed)
     if stream:
-        limits = {"shuffle_buffer": shuffle_buffer, "vocabulary_pairs": vocabulary_pairs}
-        data = _streamed_pairs(paths, spec, batch_size, seed, limits, max_held_out_pairs)
-        labels = np.concatenate([data.vocabulary_sample[2], *(s[2] for s in data.splits.values())])
-        check_label_type(labels, spec)
-        return with_text_options(
-            data, sequence_length, max_tokens, tokenizer, wordpiece_vocabulary_size
-        )
-    splits, skipped = file_splits(paths, spec, val_fraction, test_fraction, seed)
-    check_label_type(np.concatenate([split[2] for split in splits.values()]), spec)
-    data = pair_data(
-        splits,
-        spec.label_type,
-        tuple(spec.label_range),
-        batch_size=batch_size,
-        seed=seed,
-        cache=cache,
-        skipped_lines=skipped,
-    )
+        limits = StreamLimits(shuffle_buffer, vocabulary_pairs, max_held_out_pairs)
+        data = streamed_pair_files(paths, spec, batching, limits)
+    else:
+        fractions = HeldOutFractions(val_fraction, test_fraction)
+        data = in_memory_pair_files(paths, spec, batching, fractions)
     return with_text_options(
         data, sequence_length, max_tokens, tokenizer, wordpiece_vocabulary_size
     )
-
-
-def _streamed_pairs(
-    paths: dict[str, Any],
-    spec: PairFileSpec,
-    batch_size: int,
-    seed: int,
-    limits: dict[str, int],
-    max_held_out_pairs: int,
-) -> StreamedPairData:
-    """The training files as a stream; validation (required) and test files in memory, up to
-    `max_held_out_pairs` each."""
-    if not paths["train"]:
-        raise TapefitError("data=pairs_file needs data.train_path=/path/to/train.{csv,tsv,jsonl}")
-    if not paths["val"]:
-        raise TapefitError(
-            "data.stream=true reads validation pairs from their own files: give "
-            "data.validation_path (a held-out file or glob)"
-        )
-    train_files = [checked_file(f) for f in expand_paths(paths["train"], "train_path")]
-    held_out, skipped = {}, 0
-    for name, key in (("val", "validation_path"), ("test", "test_path")):
-        if paths[name]:
-            held_out[name], lost = read_pair_files(
-                expand_paths(paths[name], key), spec, max_held_out_pairs, key
-            )
-            skipped += lost
-    return streamed_pair_data(
-        train_files,
-        held_out,
-        spec,
-        batch_size=batch_size,
-        seed=seed,
-        held_out_skipped=skipped,
-        **limits,
-    )
-
-
-def check_label_type(labels: np.ndarray, spec: PairFileSpec) -> None:
-    """Refuse graded labels that are all 0 or 1: they are binary labels read as grades.
-
-    Args:
-        labels: Every label read.
-        spec: How the files are read (the configured label type and range).
-
-    Raises:
-        TapefitError: naming both fixes (binary labels, or a [0, 1] grade range).
-    """
-    binary_looking = set(np.unique(labels)) <= {0.0, 1.0} and spec.label_range[1] > 1.0
-    if spec.label_type.value == "graded" and binary_looking:
-        raise TapefitError(
-            "every label in the pair files is 0 or 1, but data.label_type=graded would read them "
-            "as grades: set data.label_type=binary model.loss.name=contrastive (or "
-            "data.label_range=[0, 1] if they really are grades)"
-        )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import glob
 import json
 import math
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tapefit.choices import choice_enum, parse_choice
+from tapefit.data.pair_paths import checked_file
 from tapefit.errors import TapefitError
 
 
@@ -127,7 +127,8 @@ class PairRows:
 
     @property
     def split(self) -> tuple[np.ndarray, ...]:
-        """`(texts_a, texts_b, labels)`, plus the negatives when the file has them."""
+        """`(texts_a, texts_b, labels)`, plus the negatives when the file has them (the
+        reader makes them a `PairSplit` or `TripletSplit`)."""
         parts = (self.texts_a, self.texts_b, self.labels)
         return parts if self.negatives is None else (*parts, self.negatives)
 
@@ -274,39 +275,6 @@ class RowCount:
     lines: int = 0
     rows: int = 0
     skipped: list[int] = field(default_factory=list)
-
-
-def expand_paths(value: Any, key: str) -> list[Path]:
-    """A path, a glob (`shards/*.tsv`) or a list of either -> the files, sorted and each once;
-    a pattern that matches nothing is a one-line error naming `data.<key>`."""
-    patterns = [value] if isinstance(value, str) else list(value or [])
-    if not patterns or not all(isinstance(p, str) and p for p in patterns):
-        raise TapefitError(
-            f"data.{key}={value!r} must be a file, a glob such as 'shards/*.tsv', or a list of them"
-        )
-    files: list[Path] = []
-    for pattern in patterns:
-        expanded = str(Path(pattern).expanduser())
-        if glob.has_magic(expanded):
-            matched = sorted(Path(p) for p in glob.glob(expanded) if Path(p).is_file())
-            if not matched:
-                raise TapefitError(
-                    f"data.{key}: no file matches {pattern!r}: check the folder and the pattern"
-                )
-            files += matched
-        else:
-            files.append(Path(expanded))
-    return list(dict.fromkeys(files))
-
-
-def checked_file(path: str | Path) -> Path:
-    """`path` as an existing file, or a one-line error saying what it is instead."""
-    path = Path(path).expanduser()
-    if path.is_dir():
-        raise TapefitError(f"pair file {path} is a directory: point the path at a file in it")
-    if not path.is_file():
-        raise TapefitError(f"pair file {path} does not exist: check data.train_path/test_path")
-    return path
 
 
 def pair_rows(

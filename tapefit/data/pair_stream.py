@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from tapefit.data.pair_files import PairFileSpec, RowCount, pair_rows
-from tapefit.data.pairs import PairData
+from tapefit.data.pairs import PairData, PairSplit
 from tapefit.data.pipeline import PREFETCH_BATCHES, pipeline_options
 from tapefit.errors import TapefitError
 
@@ -164,7 +164,7 @@ class StreamedPairData(PairData):
 
 def streamed_pair_data(
     train_files: list[Path],
-    held_out: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+    held_out: dict[str, PairSplit],
     spec: PairFileSpec,
     *,
     batch_size: int,
@@ -200,7 +200,7 @@ def streamed_pair_data(
         splits=dict(held_out),
         label_type=spec.label_type.value,
         label_range=(float(spec.label_range[0]), float(spec.label_range[1])),
-        sizes={"train": None, **{name: len(split[2]) for name, split in held_out.items()}},
+        sizes={"train": None, **{name: len(split.labels) for name, split in held_out.items()}},
         seed=seed,
         cache=False,
         reader=reader,

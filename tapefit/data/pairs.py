@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
-from tapefit.data.pair_files import LabelType, PairFileSpec, expand_paths, read_pair_file
+from tapefit.data.pair_files import LabelType, PairFileSpec, read_pair_file
+from tapefit.data.pair_paths import expand_paths
 from tapefit.data.pipeline import make_pipeline
 from tapefit.data.synthetic_pairs import (
     BINARY_RANGE,
@@ -22,8 +23,60 @@ from tapefit.errors import TapefitError
 from tapefit.text.vocabulary import adapt_vocabulary
 from tapefit.text.wordpiece import learn_wordpiece_vocabulary
 
-# texts_a, texts_b, labels, and each row's hard negative text when the data have them
-Split = tuple[np.ndarray, ...]
+
+class PairSplit(NamedTuple):
+    """One split of text pairs, by name (it unpacks as `texts_a, texts_b, labels`).
+
+    Example:
+        >>> split = PairSplit(np.array(["a"]), np.array(["b"]), np.array([1.0]))
+        >>> split.labels.tolist(), len(split.take(np.array([0])).texts_a)
+        ([1.0], 1)
+    """
+
+    texts_a: np.ndarray
+    texts_b: np.ndarray
+    labels: np.ndarray
+
+    @property
+    def texts(self) -> tuple[np.ndarray, ...]:
+        """The model's text inputs: both sides."""
+        return (self.texts_a, self.texts_b)
+
+    def take(self, rows: np.ndarray) -> PairSplit:
+        """The same split with only `rows` (indices), in their order."""
+        return type(self)(*(part[rows] for part in self))
+
+
+class TripletSplit(NamedTuple):
+    """A split of text pairs with each row's hard negative text (`data.negative_column`).
+
+    Example:
+        >>> split = TripletSplit(*(np.array([x]) for x in ("a", "b", 1.0, "c")))
+        >>> split.texts[2].tolist()
+        ['c']
+    """
+
+    texts_a: np.ndarray
+    texts_b: np.ndarray
+    labels: np.ndarray
+    negatives: np.ndarray
+
+    @property
+    def texts(self) -> tuple[np.ndarray, ...]:
+        """The model's text inputs: both sides, then the negatives."""
+        return (self.texts_a, self.texts_b, self.negatives)
+
+    def take(self, rows: np.ndarray) -> TripletSplit:
+        """The same split with only `rows` (indices), in their order."""
+        return type(self)(*(part[rows] for part in self))
+
+
+Split = PairSplit | TripletSplit
+
+
+def named_split(parts: tuple[np.ndarray, ...]) -> Split:
+    """`(texts_a, texts_b, labels[, negatives])` arrays as a `PairSplit` or `TripletSplit`."""
+    return PairSplit(*parts) if len(parts) == 3 else TripletSplit(*parts)
 
 
 @dataclass
@@ -40,7 +93,7 @@ class PairData:
         train: Batches of `((texts_a, texts_b), labels)`, reshuffled each epoch from `seed`.
         val: Validation batches, in order.
         test: Test batches, in order; None when the data have no test split.
-        splits: `(texts_a, texts_b, labels[, negatives])` arrays by split name.
+        splits: `PairSplit`s (or `TripletSplit`s, with negatives) by split name.
         label_type: `graded` or `binary`.
         label_range: `(low, high)` of graded labels.
         sizes: Pairs per split, by split name.
@@ -122,7 +175,7 @@ class PairData:
     @property
     def has_negatives(self) -> bool:
         """Whether each training pair comes with a hard negative text (a third input)."""
-        return len(self.splits.get("train", ())) > 3  # a stream has no negatives
+        return isinstance(self.splits.get("train"), TripletSplit)  # a stream has none
 
     def inputs(self, split: str, batch_size: int = 256) -> tf.data.Dataset:
         """Only the `(texts_a, texts_b)` of a split, for `predict`.
@@ -136,7 +189,7 @@ class PairData:
         Returns:
             A dataset of `((texts_a, texts_b),)` batches, in order.
         """
-        texts_a, texts_b = self.splits[split][:2]
+        texts_a, texts_b = self.splits[split].texts[:2]
         return (
             tf.data.Dataset.from_tensor_slices((texts_a, texts_b))
             .batch(batch_size)
@@ -157,8 +210,7 @@ class PairData:
         Returns:
             Both sides' texts (and the hard negatives), concatenated.
         """
-        split = self.splits["train"]
-        return np.concatenate([split[0], split[1], *split[3:]])
+        return np.concatenate(self.splits["train"].texts)
 
 
 def synthetic_splits(
@@ -172,12 +224,12 @@ def synthetic_splits(
     for name in ("train", "val", "test"):
         texts_a, texts_b, graded = generator.pairs(sizes[name])
         labels = graded if label_type == LabelType.graded else binary_labels(graded)
-        splits[name] = (texts_a, texts_b, labels)
+        splits[name] = PairSplit(texts_a, texts_b, labels)
     return splits, GRADED_RANGE if label_type == LabelType.graded else BINARY_RANGE
 
 
 def _split_off(split: Split, fraction: float, seed: int) -> tuple[Split, Split]:
-    order = np.random.default_rng(seed).permutation(len(split[2]))
+    order = np.random.default_rng(seed).permutation(len(split.labels))
     count = round(fraction * len(order))
     if count == 0 or count == len(order):
         raise TapefitError(
@@ -185,7 +237,7 @@ def _split_off(split: Split, fraction: float, seed: int) -> tuple[Split, Split]:
             "different fraction, or separate files (data.validation_path/test_path)"
         )
     held, rest = order[:count], order[count:]
-    return tuple(part[rest] for part in split), tuple(part[held] for part in split)
+    return split.take(rest), split.take(held)
 
 
 def file_splits(
@@ -221,16 +273,16 @@ def read_pair_files(
     parts, skipped = [], 0
     for file in files:
         rows = read_pair_file(file, spec)
-        parts.append(rows.split)
+        parts.append(named_split(rows.split))
         skipped += rows.skipped
-        held = sum(len(part[2]) for part in parts)
+        held = sum(len(part.labels) for part in parts)
         if max_pairs is not None and held > max_pairs:
             raise TapefitError(
                 f"data.{key} holds more than data.max_held_out_pairs={max_pairs} pairs (at "
                 f"{file}): the whole-split metrics keep them in memory; use a smaller held-out "
                 "set or raise the limit"
             )
-    split = tuple(np.concatenate([part[i] for part in parts]) for i in range(len(parts[0])))
+    split = named_split(tuple(np.concatenate(arrays) for arrays in zip(*parts, strict=True)))
     return split, skipped
 
 
@@ -247,7 +299,7 @@ def pair_data(
     """Batched pipelines over `splits` (training reshuffled each epoch from `seed`)."""
     pipelines = {
         name: make_pipeline(
-            (tuple(texts.astype(str) for texts in (split[0], split[1], *split[3:])), split[2]),
+            (tuple(texts.astype(str) for texts in split.texts), split.labels),
             batch_size,
             shuffle=name == "train",
             seed=seed,
@@ -260,7 +312,7 @@ def pair_data(
         splits=splits,
         label_type=LabelType(label_type).value,
         label_range=(float(label_range[0]), float(label_range[1])),
-        sizes={name: len(split[2]) for name, split in splits.items()},
+        sizes={name: len(split.labels) for name, split in splits.items()},
         seed=seed,
         cache=cache,
         skipped_lines=skipped_lines,

@@ -9,92 +9,40 @@ pair losses that see both embeddings inside the tape, and `encode`/`similarity` 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 import keras
 import numpy as np
 import tensorflow as tf
-from keras import layers
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
-from tapefit.evaluation.metrics import SplitMetrics, pair_metrics, threshold_report
-from tapefit.evaluation.retrieval import RetrievalMetrics, RetrievalTask, evaluate_task, pair_task
+from tapefit.evaluation.retrieval import RetrievalTask, pair_task
 from tapefit.models.layers import TextEncoder
-from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss, pair_cosine
-from tapefit.models.plots import plot_similarity
-from tapefit.step.tape_model import StepOutput, TapeModel
-from tapefit.text.vocabulary import adapt_vocabulary
-from tapefit.text.word_vectors import match_vocabulary
-from tapefit.text.wordpiece import (
-    Tokenizer,
-    is_word_start,
-    learn_wordpiece_vocabulary,
-    wordpiece_layer,
+from tapefit.models.losses import pair_cosine
+from tapefit.models.siamese_evaluation import pair_report, validation_callbacks
+from tapefit.models.siamese_inference import (
+    encode_in_batches,
+    prediction_columns,
+    serving_endpoints,
 )
-
-log = logging.getLogger("tapefit")
-
-FINGERPRINT_BUCKETS = 2**24  # exact in float32, which Keras losses cast labels to
-
-
-def text_fingerprint(texts: tf.Tensor) -> tf.Tensor:
-    """An integer id per text (raw strings or token-id rows); equal texts get equal ids.
-
-    In-batch-negative losses compare these ids to tell a repeated text from a negative.
-
-    Args:
-        texts: Strings `(batch,)`, or token ids `(batch, time)`.
-
-    Returns:
-        int64 ids `(batch,)` below 2**24 (exact in float32).
-    """
-    if texts.dtype != tf.string:
-        texts = tf.strings.reduce_join(tf.strings.as_string(texts), axis=-1, separator=" ")
-    return tf.strings.to_hash_bucket_fast(texts, FINGERPRINT_BUCKETS)
-
-
-class EncoderOptions(TypedDict, total=False):
-    """`model.encoder`: the shared text encoder (`tapefit.models.TextEncoder`'s arguments)."""
-
-    embedding_dim: int
-    rnn: Literal["lstm", "gru", "transformer", "none"]
-    units: int
-    num_layers: int
-    bidirectional: bool
-    pooling: Literal["last", "mean", "max", "first", "mean_sqrt_len"]
-    recurrent_dropout: float
-    mask_padding: bool
-    num_heads: int
-    train_embeddings: bool
-    projection: int | None  # a linear projection head of this width after the pooling
-    vectors: str | None  # a GloVe/word2vec text file whose vectors start the embedding
-
-
-class RetrievalOptions(TypedDict, total=False):
-    """`model.retrieval`: rank each split's corpus for its queries
-    (`tapefit.evaluation.retrieval`)."""
-
-    enabled: bool
-    positive_label: float  # graded labels at or above it make a pair relevant
-
-
-class PairLossOptions(TypedDict, total=False):
-    """`model.loss`: the pair loss and its options (each loss reads only its own)."""
-
-    name: Literal[
-        "cosine", "cosine_mse", "cosent", "angle", "contrastive", "in_batch_negatives", "triplet"
-    ]
-    target_range: list[float]  # cosine_mse: the cosine range graded labels are mapped onto
-    margin: float  # contrastive, triplet: how far apart different pairs are pushed
-    scale: float  # cosent, angle, in_batch_negatives: multiplies the similarities
-    symmetric: bool  # in_batch_negatives: also pick each positive's anchor
-    mining: Literal["hard", "all"]  # triplet: the hardest negative, or every violating one
-    across_replicas: bool  # in_batch_negatives, triplet: gather negatives from every replica
-
+from tapefit.models.siamese_options import (
+    EncoderOptions,
+    PairLossOptions,
+    RetrievalOptions,
+    check_siamese_options,
+    configured_pair_loss,
+)
+from tapefit.models.siamese_text import (
+    learn_vocabulary,
+    make_vectorizer,
+    put_word_vectors,
+    text_fingerprint,
+)
+from tapefit.step.tape_model import StepOutput, TapeModel
+from tapefit.text.wordpiece import Tokenizer
 
 # The methods that embed one batch of texts; `embed_aligned` keeps a subclass's overrides of them.
 _ENCODING_HOOKS = ("embed", "pooled", "tokens")
@@ -207,16 +155,9 @@ class SiameseModel(TapeModel):
         self.label_range = [float(v) for v in label_range]
         self.retrieval_settings = dict(retrieval or {})
         self.hard_negatives = bool(hard_negatives)
-        if self.vocabulary is not None and self.tokenizer == Tokenizer.wordpiece:
-            self.vectorizer = wordpiece_layer(self.vocabulary, self.sequence_length)
+        self.vectorizer = make_vectorizer(self.vocabulary, self.tokenizer, self.sequence_length)
+        if self.vectorizer is not None:
             vocab_size = self.vectorizer.vocabulary_size()
-        elif self.vocabulary is not None:
-            self.vectorizer = layers.TextVectorization(
-                vocabulary=self.vocabulary, output_sequence_length=self.sequence_length
-            )
-            vocab_size = self.vectorizer.vocabulary_size()
-        else:
-            self.vectorizer = None
         self.vocab_size = int(vocab_size)
         self.encoder = TextEncoder(self.vocab_size, **self.encoder_settings, name="encoder")
         self.encoder.build((None, self.sequence_length))
@@ -246,24 +187,7 @@ class SiameseModel(TapeModel):
                 "this model takes token ids"
             )
         embeddings = self.encoder.embedding.embeddings
-        vocabulary = self.vectorizer.get_vocabulary()
-        if self.tokenizer == Tokenizer.wordpiece:
-            match = match_vocabulary(
-                path, vocabulary, embeddings.numpy(), first_word=0, looked_up=is_word_start
-            )
-            what = "word-start pieces of the wordpiece vocabulary"
-        else:
-            match = match_vocabulary(path, vocabulary, embeddings.numpy())
-            what = "vocabulary words"
-        embeddings.assign(match.matrix)
-        log.info(
-            "word vectors: %d of %d %s found in %s (%.1f%%); the others keep their random start",
-            match.found,
-            match.words,
-            what,
-            path,
-            100 * match.share,
-        )
+        put_word_vectors(path, self.vectorizer.get_vocabulary(), embeddings, self.tokenizer)
 
     @classmethod
     def from_texts(
@@ -311,10 +235,7 @@ class SiameseModel(TapeModel):
             ['cat', '##s']
         """
         choice = parse_choice(Tokenizer, tokenizer, "tokenizer")
-        if choice == Tokenizer.wordpiece:
-            vocabulary = learn_wordpiece_vocabulary(texts, wordpiece_vocabulary_size)
-        else:
-            vocabulary = adapt_vocabulary(texts, max_tokens)
+        vocabulary = learn_vocabulary(texts, choice, max_tokens, wordpiece_vocabulary_size)
         return cls(
             vocabulary=vocabulary,
             sequence_length=sequence_length,
@@ -338,30 +259,7 @@ class SiameseModel(TapeModel):
         Raises:
             TapefitError: naming the key, e.g. `model.encoder.units=0 must be at least 1`.
         """
-        if "tokenizer" in options:
-            parse_choice(Tokenizer, options["tokenizer"], "model.tokenizer")
-        encoder = dict(options.get("encoder") or {})
-        for key in ("embedding_dim", "units", "num_layers"):
-            if key in encoder and encoder[key] < 1:
-                raise TapefitError(f"model.encoder.{key}={encoder[key]} must be at least 1")
-        projection = encoder.get("projection")
-        if projection is not None and projection < 1:
-            raise TapefitError(
-                f"model.encoder.projection={projection} must be null (no head) or at least 1"
-            )
-        dropout = encoder.get("recurrent_dropout", 0.0)
-        if not 0.0 <= dropout < 1.0:
-            raise TapefitError(f"model.encoder.recurrent_dropout={dropout} must lie in [0, 1)")
-        loss = dict(options.get("loss") or {})
-        if "name" in loss:
-            parse_choice(PairLoss, loss["name"], "model.loss.name")
-        retrieval = dict(options.get("retrieval") or {})
-        unknown = sorted(set(retrieval) - set(RetrievalOptions.__annotations__))
-        if unknown:
-            raise TapefitError(
-                f"model.retrieval.{unknown[0]} is not a retrieval option: it takes "
-                f"{', '.join(RetrievalOptions.__annotations__)}"
-            )
+        check_siamese_options(options)
 
     @classmethod
     def default_objective(cls, data: Mapping[str, Any]) -> str:
@@ -399,13 +297,7 @@ class SiameseModel(TapeModel):
         Returns:
             `{"text1": ..., "text2": ..., "similarity": ...}` (no texts for token ids).
         """
-        columns: dict[str, Any] = {}
-        first, second = (np.asarray(part) for part in pairs)
-        if first.dtype.kind in "SUO":  # raw strings: keep them beside their score
-            columns["text1"] = [_text(t) for t in first.reshape(-1)]
-            columns["text2"] = [_text(t) for t in second.reshape(-1)]
-        columns["similarity"] = np.asarray(similarities).reshape(-1).tolist()
-        return columns
+        return prediction_columns(pairs, similarities)
 
     def compile_defaults(self) -> dict[str, Any]:
         """The pair loss a tapefit run compiles the model with unless the config names one.
@@ -420,23 +312,9 @@ class SiameseModel(TapeModel):
             TapefitError: for a loss that needs the other kind of labels, naming both fixes,
                 or hard negatives for a loss that cannot use them.
         """
-        options = dict(self.loss_settings)
-        name = options.pop("name", "cosine_mse")
-        loss = make_pair_loss(name, label_range=self.label_range, **options)
-        if self.hard_negatives and not getattr(loss, "uses_negatives", False):
-            raise TapefitError(
-                f"data.negative_column gives hard negatives, which model.loss.name={name} "
-                "cannot use: set model.loss.name=in_batch_negatives or triplet, or "
-                "data.negative_column=null"
-            )
-        if loss.label_type not in (None, self.label_type):
-            others = losses_for_labels(self.label_type)
-            words = {"graded": "graded", "binary": "binary 0/1"}
-            raise TapefitError(
-                f"loss={name} needs {words[loss.label_type]} labels: set "
-                f"data.label_type={loss.label_type}, or use model.loss.name={others[0]} for "
-                f"{self.label_type} labels"
-            )
+        loss = configured_pair_loss(
+            self.loss_settings, self.label_range, self.label_type, self.hard_negatives
+        )
         return {"loss": loss}
 
     def training_callbacks(self, data: Any) -> list[keras.callbacks.Callback]:
@@ -451,16 +329,11 @@ class SiameseModel(TapeModel):
         Returns:
             The callbacks to add (none without a validation split in memory).
         """
-        if data.val is None or "val" not in getattr(data, "splits", {}):
-            return []
-        labels = data.splits["val"][2]
-        callbacks = [SplitMetrics(data.inputs("val"), labels, data.label_type, prefix="val_")]
-        if self.retrieval_settings.get("enabled"):
-            callbacks.append(RetrievalMetrics(self.retrieval_task(data.splits["val"]), "val_"))
-        return callbacks
+        task = self.retrieval_task if self.retrieval_settings.get("enabled") else None
+        return validation_callbacks(data, task)
 
     def retrieval_task(self, split: Any) -> RetrievalTask:
-        """The retrieval task of a split `(texts_a, texts_b, labels)`.
+        """The retrieval task of a split (a `PairSplit`: `texts_a`, `texts_b`, `labels`).
 
         Its `texts_b` are the corpus; each `texts_a` of a positive pair (graded label at
         least `model.retrieval.positive_label`, or binary 1) is a query.
@@ -472,7 +345,13 @@ class SiameseModel(TapeModel):
             The queries, corpus and relevance `RetrievalMetrics` and `report` score.
         """
         positive = float(self.retrieval_settings.get("positive_label", 4.0))
-        return pair_task(*split[:3], label_type=self.label_type, positive_label=positive)
+        return pair_task(
+            split.texts_a,
+            split.texts_b,
+            split.labels,
+            label_type=self.label_type,
+            positive_label=positive,
+        )
 
     def report(self, data: Any, run_dir: Path) -> dict[str, Any]:
         """Test-split metrics, `similarity.png`, and the lines the reader skipped.
@@ -490,20 +369,8 @@ class SiameseModel(TapeModel):
         Returns:
             `test_<metric>` values and `skipped_lines`.
         """
-        report: dict[str, Any] = dict(data.read_counts())
-        if "test" not in data.splits:  # streamed data without data.test_path
-            return report
-        scores = self.predict(data.inputs("test"), verbose=0)
-        gold = data.splits["test"][2]
-        plot_similarity(scores, gold, data.label_type, run_dir / "similarity.png")
-        metrics = pair_metrics(scores, gold, data.label_type)
-        report.update({f"test_{name}": value for name, value in metrics.items()})
-        if data.label_type == "binary" and "val" in data.splits:  # thresholds from validation
-            val_scores = self.predict(data.inputs("val"), verbose=0)
-            report.update(threshold_report(val_scores, data.splits["val"][2], scores, gold))
-        if self.retrieval_settings.get("enabled"):
-            report.update(evaluate_task(self, self.retrieval_task(data.splits["test"]), "test_"))
-        return report
+        task = self.retrieval_task if self.retrieval_settings.get("enabled") else None
+        return pair_report(self, data, run_dir, task)
 
     def serving_endpoints(self) -> dict[str, tuple[Any, list[Any]]]:
         """The signatures a SavedModel export of the model offers.
@@ -518,15 +385,7 @@ class SiameseModel(TapeModel):
         Returns:
             `{name: (function, input specs)}` for the export.
         """
-        texts = tf.TensorSpec((None,), tf.string)
-
-        def serve(texts_a: tf.Tensor, texts_b: tf.Tensor) -> tf.Tensor:
-            return self((texts_a, texts_b), training=False)
-
-        def encode(texts: tf.Tensor) -> tf.Tensor:
-            return self.embed(texts, training=False)
-
-        return {"serve": (serve, [texts, texts]), "encode": (encode, [texts])}
+        return serving_endpoints(self)
 
     # -- encoding ----------------------------------------------------------------------------
     def tokens(self, texts: Any) -> tf.Tensor:
@@ -704,25 +563,7 @@ class SiameseModel(TapeModel):
             >>> model.encode(["a cat", "a dog", "sat"]).shape
             (3, 8)
         """
-        texts = tf.convert_to_tensor(texts)
-        embed = self._inference_function("embed" if normalize else "pooled")
-        chunks = [
-            embed(texts[start : start + batch_size]).numpy()
-            for start in range(0, int(texts.shape[0]), batch_size)
-        ]
-        return np.concatenate(chunks) if chunks else np.zeros((0, self.encoder.output_dim))
-
-    def _inference_function(self, method: str) -> Any:
-        """`self.<method>(texts, training=False)` as a `tf.function`, traced once per model and
-        input signature: the encoder's graph instead of eager ops (for an LSTM, a Python loop
-        over the time steps), the same values, many times faster on large collections."""
-        functions = self.__dict__.setdefault("_inference_functions", {})  # untracked by Keras
-        if method not in functions:
-            bound = getattr(self, method)
-            functions[method] = tf.function(
-                lambda texts: bound(texts, training=False), reduce_retracing=True
-            )
-        return functions[method]
+        return encode_in_batches(self, texts, batch_size, normalize)
 
     def similarity(self, texts_a: Sequence[Any], texts_b: Sequence[Any]) -> np.ndarray:
         """Cosine similarity of each pair `(texts_a[i], texts_b[i])`.
@@ -768,7 +609,3 @@ class SiameseModel(TapeModel):
             "hard_negatives": self.hard_negatives,
             "tokenizer": self.tokenizer,
         }
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)

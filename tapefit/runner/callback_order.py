@@ -8,9 +8,12 @@ from typing import Any
 
 import keras
 
-from tapefit.step.monitor import NonFiniteGuard
-from tapefit.training.callbacks import EpochLog, StepProgbar, build_callbacks
-from tapefit.training.objective import Objective
+from tapefit.callbacks.configured import build_callbacks
+from tapefit.callbacks.progress import EpochLog, StepProgbar
+from tapefit.config.schemas import TrainerConfig
+from tapefit.objective import Objective
+from tapefit.step.nonfinite_guard import NonFiniteGuard
+from tapefit.step.step_guards import OnNonFinite
 
 
 @dataclass(frozen=True)
@@ -36,9 +39,10 @@ class Connections:
 
 
 def assemble_callbacks(
-    cfg: Any, run_dir: Path, connected: Connections
+    settings: Any, trainer: TrainerConfig, run_dir: Path, connected: Connections
 ) -> list[keras.callbacks.Callback]:
-    """The run's callbacks in their order:
+    """The run's callbacks in their order (`settings`: the `callbacks` node; `trainer`: the
+    trainer's typed settings):
 
     0. with weight EMA, `connected.averages.swap_in`: validation and the epoch-end callbacks
        up to its `swap_out` (placed in `before_writers`, ahead of the resume checkpointer)
@@ -53,18 +57,18 @@ def assemble_callbacks(
     Callbacks that save or carry the others' state get the final list (`use_callbacks`).
     """
     callbacks = list(connected.own)
-    if cfg.trainer.on_nonfinite != "ignore":
+    if OnNonFinite(trainer.on_nonfinite) != OnNonFinite.ignore:
         callbacks.insert(0, NonFiniteGuard())
     if connected.averages is not None:  # EMA: averaged weights from validation until `swap_out`
         callbacks.insert(0, connected.averages.swap_in)
     callbacks += build_callbacks(
-        cfg.callbacks,
+        settings,
         run_dir,
         before_writers=connected.before_writers,
         append=connected.append,
         objective=connected.objective,
     )
-    if cfg.trainer.verbose:  # before the epoch's log line, so the bar ends its line first
+    if trainer.verbose:  # before the epoch's log line, so the bar ends its line first
         callbacks.append(StepProgbar())
     callbacks.append(EpochLog())
     callbacks += connected.loggers

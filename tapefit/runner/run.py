@@ -3,11 +3,11 @@
 Run(cfg, run_dir).execute()
   record   RunRecord            claim the directory, status.json, HParams session, tracker
   signals  interruptible        SIGINT/SIGTERM/SIGUSR1 stop after a step, with a checkpoint
-  phases   prepare → build_data → build_model         (tapefit.runner.phases)
+  phases   prepare → build_data → build_model         (tapefit.runner.preparation)
   resume   CheckpointConnector  restore, checkpointer, restoring callbacks
   order    assemble_callbacks   every callback in its place
   fit      Fitting              model.fit over the epochs left (a partial epoch first)
-  finish   select the best epoch (Objective) → test → outputs   (tapefit.runner.finish)
+  finish   select the best epoch (Objective) → test → outputs   (tapefit.runner.results)
 """
 
 from __future__ import annotations
@@ -19,27 +19,23 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tapefit.callbacks.averaging import AveragedWeights, uses_averages
+from tapefit.callbacks.stop_on_signal import RunInterrupted, StopOnSignal, interruptible
+from tapefit.checkpointing.callback_state import apply as apply_callback_states
+from tapefit.checkpointing.connector import CheckpointConnector, Resumption
+from tapefit.checkpointing.history_files import history_lists
 from tapefit.errors import TapefitError
-from tapefit.runner import phases
+from tapefit.runner import preparation
 from tapefit.runner.callback_order import Connections, assemble_callbacks
-from tapefit.runner.checkpoint_connector import CheckpointConnector, Resumption
-from tapefit.runner.finish import finalize
+from tapefit.runner.results import finalize
 from tapefit.runner.run_record import RunRecord
 from tapefit.runner.spec import RunSpec
 from tapefit.runner.validation import check_config
-from tapefit.training.averaging import AveragedWeights, uses_averages
-from tapefit.training.building import check_epoch_lengths
-from tapefit.training.callback_state import apply as apply_callback_states
+from tapefit.training.build_from_data import check_epoch_lengths
 from tapefit.training.debugging import announce, explain_numerics, limited, numerics_checked
+from tapefit.training.fit_plan import FitPlan, check_interval
 from tapefit.training.fitting import Fitting, Segment, replay_shuffles, steps_of
-from tapefit.training.intervals import FitPlan, check_interval
-from tapefit.training.lifecycle import (
-    RunInterrupted,
-    StopOnSignal,
-    interruptible,
-    scratch_run_dir,
-)
-from tapefit.training.resume import history_lists
+from tapefit.training.run_status import scratch_run_dir
 from tapefit.training.runtime import released_custom_gradients, writes_run_dir
 from tapefit.training.selection import selector, use_selected_weights
 
@@ -72,7 +68,7 @@ class Run:
     ) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.callbacks = list(callbacks or [])
-        self.load_data = load_data or phases.build_data
+        self.load_data = load_data or preparation.build_data
         self.warm_start = warm_start
         self.hparams_session = hparams_session
         self.stopper = StopOnSignal()
@@ -100,7 +96,7 @@ class Run:
                 numerics_checked(self.spec.debug),
             ):
                 results = self._train(record)
-            CheckpointConnector(self.cfg, self.run_dir).discard()
+            CheckpointConnector(self.spec.checkpoint, self.run_dir).discard()
             record.completed(results)
         return results
 
@@ -108,9 +104,9 @@ class Run:
         started = time.perf_counter()
         announce(self.spec.debug, self.spec.profile_batch)
         if self.tracked and self.cfg.get("logger") is not None:
-            record.track(phases.build_logger(self.cfg))
+            record.track(preparation.build_logger(self.cfg.logger))
             self.loggers = record.tracker_callbacks()
-        strategy = self.strategy = phases.prepare(self.cfg)
+        strategy = self.strategy = preparation.prepare(self.cfg.seed, self.spec.trainer)
         self.stopper.rearm()  # after the strategy: a multi-worker one takes SIGTERM over
         record.start_session()
         data = self._data()
@@ -127,16 +123,16 @@ class Run:
         """The run's data, loaded (and, across workers, sharded by the run's strategy)."""
         data = limited(self.spec.debug, self.load_data(self.cfg))  # debug: fewer batches
         if self.spec.trainer.strategy == "multi_worker":
-            data = phases.sharded(data, self.spec.trainer.shard_policy, self.strategy)
+            data = preparation.sharded(data, self.spec.trainer.shard_policy, self.strategy)
         return data
 
     def _fit_and_finish(self, data: Any, strategy: tf.distribute.Strategy, started: float) -> dict:
         cfg, spec, trainer = self.cfg, self.spec, self.spec.trainer
         check_epoch_lengths(data, trainer.steps_per_epoch, trainer.validation_steps)
         check_interval(trainer, data.val is not None)
-        built = phases.build_checked_model(cfg, data, strategy, spec)
+        built = preparation.build_checked_model(cfg, data, strategy, spec)
         model = built.model
-        checkpoints = CheckpointConnector(cfg, self.run_dir)
+        checkpoints = CheckpointConnector(spec.checkpoint, self.run_dir)
         plan = FitPlan.of(trainer, data.train)
         epoch_steps = plan.steps_per_epoch or steps_of(data.train, None)
         state = checkpoints.restore(model, strategy, self.warm_start, epoch_steps)
@@ -166,7 +162,12 @@ class Run:
             loggers=self.loggers,
             averages=averages,
         )
-        fitting = Fitting(trainer, model, data, assemble_callbacks(cfg, self.run_dir, connected))
+        fitting = Fitting(
+            trainer,
+            model,
+            data,
+            assemble_callbacks(cfg.callbacks, trainer, self.run_dir, connected),
+        )
         self._fit(fitting, state)
         timings = {"started": started, "train_time_s": time.perf_counter() - started}
         with strategy.scope():

@@ -16,7 +16,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from tapefit.errors import TapefitError
-from tapefit.training.lifecycle import check_not_a_file
+from tapefit.training.run_status import check_not_a_file
 
 
 class RunDirectoryCheck(Callback):

@@ -12,11 +12,12 @@ from typing import Any
 import tensorflow as tf
 from omegaconf import OmegaConf
 
+from tapefit.callbacks.stop_on_signal import RunInterrupted
 from tapefit.config.snapshot import config_snapshot
 from tapefit.errors import TapefitError
 from tapefit.files import atomic_write
 from tapefit.training.hparams import RunSession, hyperparameters_of
-from tapefit.training.lifecycle import RunInterrupted, claim, record_end, write_status
+from tapefit.training.run_status import claim, record_end, write_status
 from tapefit.training.runtime import lost_worker_error
 
 log = logging.getLogger("tapefit")

@@ -13,12 +13,14 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from tapefit.config.schemas import DebugConfig, EarlyStoppingConfig, TrainerConfig
+from tapefit.checkpointing.connector import CheckpointPolicy
+from tapefit.config.schemas import DebugConfig, EarlyStoppingConfig, ObjectiveMode, TrainerConfig
+from tapefit.config.snapshot import config_snapshot
 from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
-from tapefit.runner.model_node import default_objective, model_class, objective_of
+from tapefit.objective import Objective, resolve_direction
+from tapefit.runner.model_from_config import default_objective, model_class
 from tapefit.training.compiling import CompileSettings, StepPolicies
-from tapefit.training.objective import Objective
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class RunSpec:
             the name: a name it never logs is the first thing to fix).
         model_class: The class (or function) `model._target_` names.
         compile: Everything `Model.compile` gets.
+        checkpoint: What the run restores (resume, warm start) and checkpoints.
         profile_batch: `callbacks.tensorboard.profile_batch` (what `debug=profile` profiles).
 
     Example:
@@ -52,6 +55,7 @@ class RunSpec:
     resolved_objective: Objective | None
     model_class: Any
     compile: CompileSettings
+    checkpoint: CheckpointPolicy
     profile_batch: Any = None
     objective_refusal: str = ""
 
@@ -70,8 +74,8 @@ class RunSpec:
     def of(cls, cfg: DictConfig) -> RunSpec:
         """The specification of the composed `cfg` (checked before: `check_config`)."""
         trainer = typed(TrainerConfig, cfg.trainer)
-        target = model_class(cfg)
-        name = cfg.objective or default_objective(cfg, target)
+        target = model_class(cfg.model)
+        name = cfg.objective or default_objective(cfg.data, target)
         try:
             objective, refusal = objective_of(cfg, target, name), ""
         except TapefitError as error:
@@ -85,6 +89,7 @@ class RunSpec:
             objective_refusal=refusal,
             model_class=target,
             compile=compile_settings(cfg, trainer),
+            checkpoint=checkpoint_policy(cfg),
             profile_batch=cfg.callbacks.tensorboard.get("profile_batch"),
         )
 
@@ -113,3 +118,37 @@ def compile_settings(cfg: DictConfig, trainer: TrainerConfig) -> CompileSettings
             ),
         ),
     )
+
+
+def checkpoint_policy(cfg: DictConfig) -> CheckpointPolicy:
+    """What the run restores and checkpoints: `resume`, `force_resume`, `init_from`, the
+    trainer's checkpoint switches, `checkpoint.*`, and the log files a resume rewrites."""
+    callbacks, trainer = cfg.callbacks, cfg.trainer
+    return CheckpointPolicy(
+        resume=bool(cfg.resume),
+        force_resume=bool(cfg.force_resume),
+        init_from=str(cfg.init_from) if cfg.get("init_from") else None,
+        init_from_strict=bool(cfg.get("init_from_strict", True)),
+        every_epoch=bool(trainer.checkpoints),
+        every_steps=trainer.checkpoint_every_steps,
+        save_top_k=int(cfg.checkpoint.save_top_k),
+        save_last=bool(cfg.checkpoint.save_last),
+        config=config_snapshot(cfg),
+        csv_file=str(callbacks.csv_logger.filename) if callbacks.csv_logger.enabled else None,
+        tensorboard=bool(callbacks.tensorboard.enabled),
+    )
+
+
+def objective_of(cfg: DictConfig, target: Any = None, name: str | None = None) -> Objective:
+    """The run's objective: `objective`, or the model's default validation metric, with
+    its direction (`objective_direction`) and mode (`objective_mode`).
+
+    Raises:
+        TapefitError: `objective_direction=auto` for a metric whose direction is not known.
+    """
+    target = target or model_class(cfg.model)
+    name = name or cfg.objective or default_objective(cfg.data, target)
+    direction = resolve_direction(
+        name, cfg.get("objective_direction", "auto"), "objective_direction"
+    )
+    return Objective(name, direction, ObjectiveMode(cfg.get("objective_mode", "best")).value)

@@ -1,6 +1,6 @@
 """`run(cfg, run_dir)`: the code path of every entry point (CLI, Hydra multirun, notebooks,
 tests), a `Run` built from the config (`tapefit.runner.run`). Its phases, which a tuner trial
-or a benchmark reuse, live in `tapefit.runner.phases` and are importable from here too."""
+or a benchmark reuse, live in `tapefit.runner.preparation` and are importable from here too."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import keras
 
-from tapefit.runner.phases import build_data, build_model, prepare, sharded
+from tapefit.runner.preparation import build_data, build_model, prepare, sharded
 from tapefit.runner.run import Run
 
 __all__ = ["build_data", "build_model", "prepare", "run", "sharded"]

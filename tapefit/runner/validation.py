@@ -12,21 +12,17 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from tapefit.config.schemas import DebugConfig
+from tapefit.callbacks.configured import ACTING, MONITORING, SUPPLIED, WRITERS, callback_arguments
+from tapefit.config.schemas import DebugConfig, TrainerConfig
 from tapefit.config.targets import checked_target, has_target
 from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
-from tapefit.runner.data_node import check_data
-from tapefit.runner.model_node import check_model, logged_metrics, objective_of
-from tapefit.training.callbacks import (
-    ACTING,
-    MONITORING,
-    SUPPLIED,
-    WRITERS,
-    callback_arguments,
-)
+from tapefit.objective import Objective, check_objective
+from tapefit.runner.data_from_config import check_data
+from tapefit.runner.model_from_config import check_model, logged_metrics
+from tapefit.runner.spec import objective_of
+from tapefit.step.step_guards import OnNonFinite
 from tapefit.training.debugging import check_debug
-from tapefit.training.objective import Objective, check_objective
 from tapefit.training.optimizers import check_optimizer_node, missing_target
 from tapefit.training.runtime import cluster_source, device_names
 from tapefit.training.schedules import SCHEDULE_ARGUMENTS, changes_learning_rate
@@ -139,20 +135,27 @@ def tf_config_tasks() -> list[str]:
         return []
 
 
-def expected_logs(cfg: Any, model: Any, data: Any, metrics: list[Any], own: list[Any]) -> set[str]:
+def expected_logs(
+    settings: Any,
+    trainer: TrainerConfig,
+    model: Any,
+    data: Any,
+    metrics: list[Any],
+    own: list[Any],
+) -> set[str]:
     """Every key the epoch logs of this run will hold, known once the model is built and
     compiled with `metrics`: what its step logs (with `val_` when `data` has a validation
     split), what its own callbacks (`own`, its `training_callbacks`) add, the learning rate
-    and skipped steps when they are logged."""
+    and skipped steps when they are logged (`settings`: the `callbacks` node)."""
     names = set(logged_metrics(model, metrics))
-    if cfg.trainer.on_nonfinite == "skip":
+    if OnNonFinite(trainer.on_nonfinite) == OnNonFinite.skip:
         names.add("skipped_steps")
     logged = set(names)
     if data.val is not None:
         logged |= {f"val_{name}" for name in names if name != "skipped_steps"}
     for callback in own:
         logged |= set(getattr(callback, "logged_names", []))
-    if cfg.callbacks.reduce_lr_on_plateau.enabled:
+    if settings.reduce_lr_on_plateau.enabled:
         logged.add("learning_rate")
     return logged
 
@@ -249,19 +252,26 @@ def check_config(cfg: Any) -> None:
             )
         checked_target(node, f"callbacks.extra.{name}")
     check_distribution(trainer, streamed=bool(cfg.data.get("stream", False)))
-    check_model(cfg)
+    check_model(cfg.model, cfg.data)
     check_data(cfg.data)
 
 
 def check_logged_names(
-    cfg: Any, model: Any, data: Any, objective: str, metrics: list[Any], own: list[Any]
+    settings: Any,
+    trainer: TrainerConfig,
+    model: Any,
+    data: Any,
+    objective: str,
+    metrics: list[Any],
+    own: list[Any],
 ) -> None:
-    """Callback monitors and the run's `objective` must be names the run logs: checked once
-    the model is built and compiled with `metrics`, still before training."""
-    logged = expected_logs(cfg, model, data, metrics, own)
+    """Callback monitors (`settings`: the `callbacks` node) and the run's `objective` must be
+    names the run logs: checked once the model is built and compiled with `metrics`, still
+    before training."""
+    logged = expected_logs(settings, trainer, model, data, metrics, own)
     for option in MONITORING:
-        monitor = cfg.callbacks[option].monitor
-        if cfg.callbacks[option].enabled and monitor not in logged:
+        monitor = settings[option].monitor
+        if settings[option].enabled and monitor not in logged:
             raise TapefitError(
                 f"callbacks.{option}.monitor={monitor} is not a logged metric: choose one of "
                 f"{', '.join(sorted(logged))}"

@@ -14,8 +14,8 @@ import tensorflow as tf
 
 from tapefit.errors import TapefitError
 from tapefit.keras_compat import flatten_layers
+from tapefit.step.step_guards import variable_name
 from tapefit.step.tape_model import TapeModel
-from tapefit.step.tools import variable_name
 
 RELATIVE_FLOOR = 1e-7  # relative errors of gradients smaller than this are taken as absolute
 

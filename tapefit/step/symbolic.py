@@ -11,7 +11,7 @@ import keras
 import tensorflow as tf
 
 from tapefit.keras_compat import compiled_parts, compute_output_spec, flatten_layers
-from tapefit.step.tools import in_multi_worker_mode, with_leading_axis
+from tapefit.step.step_guards import in_multi_worker_mode, with_leading_axis
 
 # TensorFlow's global-seeded random ops (tf.random.normal and friends): their state lives in the
 # op itself, so no checkpoint can restore it. keras.random and tf.random.Generator are stateless

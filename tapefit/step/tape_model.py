@@ -21,17 +21,18 @@ import tensorflow as tf
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
-from tapefit.keras_compat import python_utils, untracked_attributes, updated_variables
+from tapefit.keras_compat import python_utils, untracked_attributes
 from tapefit.step.constructor_config import (
     captured_arguments,
     constructor_keywords,
     model_config,
 )
 from tapefit.step.functional import FunctionalAccess
-from tapefit.step.monitor import NonFiniteGuard
+from tapefit.step.loss_contract import batch_size_of, replicas_in_sync
+from tapefit.step.nonfinite_guard import NonFiniteGuard
+from tapefit.step.optimizer_variables import build_at_positions, optimizer_positions
 from tapefit.step.rebuild_check import check_rebuildable
-from tapefit.step.symbolic import SymbolicBuild
-from tapefit.step.tools import (
+from tapefit.step.step_guards import (
     GradientTelemetry,
     OnMissingGradients,
     OnNonFinite,
@@ -43,6 +44,7 @@ from tapefit.step.tools import (
     is_loss_scaled,
     same_on_every_replica,
 )
+from tapefit.step.symbolic import SymbolicBuild
 
 
 class StepOutput(NamedTuple):
@@ -69,17 +71,6 @@ class StepOutput(NamedTuple):
     y: Any = None
     y_pred: Any = None
     sample_weight: Any = None
-
-
-def replicas_in_sync() -> int:
-    """How many replicas the current `tf.distribute` strategy runs (1 outside any)."""
-    return tf.distribute.get_strategy().num_replicas_in_sync
-
-
-def batch_size_of(x: Any) -> Any:
-    """The number of samples in a (possibly nested) batch of inputs."""
-    first = next(t for t in tf.nest.flatten(x) if t is not None)
-    return tf.shape(first)[0]
 
 
 def _has_functional_arguments(args: tuple, kwargs: dict) -> bool:
@@ -338,17 +329,8 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         """
         config = super().get_compile_config()
         if config:
-            position = {id(v): i for i, v in enumerate(self.trainable_variables)}
-            updated = {
-                name: [
-                    position.get(id(v)) for v in updated_variables(getattr(o, "inner_optimizer", o))
-                ]
-                for name, o in self.optimizers.items()
-                if o.built
-            }
-            config["optimizer_variables"] = {
-                name: indices for name, indices in updated.items() if None not in indices
-            }
+            positions = optimizer_positions(self.trainable_variables, self.optimizers)
+            config["optimizer_variables"] = positions
         return config
 
     def compile_from_config(self, config: dict) -> None:
@@ -374,11 +356,7 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         config = dict(config)
         positions = config.pop("optimizer_variables", {})
         self.compile(**keras.saving.deserialize_keras_object(config))
-        variables = self.trainable_variables
-        for name, optimizer in self.optimizers.items():
-            indices = positions.get(name, [])
-            if indices and max(indices) < len(variables):
-                optimizer.build([variables[i] for i in indices])
+        build_at_positions(self.optimizers, self.trainable_variables, positions)
 
     # -- the loss ------------------------------------------------------------------------
     def compute_loss(

@@ -18,10 +18,13 @@ from typing import Any
 
 import keras
 import numpy as np
+from omegaconf import DictConfig
 
+from tapefit.config.schemas import LrFindConfig, TrainerConfig
+from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
 from tapefit.files import write_json
-from tapefit.runner.phases import build_data, build_model, prepare
+from tapefit.runner.preparation import build_data, build_model, prepare
 
 log = logging.getLogger("tapefit")
 
@@ -102,8 +105,14 @@ def suggestion(rates: np.ndarray, smoothed: list[float]) -> float:
     return float(rates[start + int(np.nanargmin(slopes))])
 
 
-def check_settings(settings: Any) -> None:
-    """Refuse range-test settings that cannot run, in one line."""
+def check_settings(settings: LrFindConfig) -> None:
+    """Refuse range-test settings that cannot run, in one line.
+
+    Example:
+        >>> check_settings(LrFindConfig(steps=3))
+        Traceback (most recent call last):
+        tapefit.errors.TapefitError: tune.lr_find.steps=3 must be at least 5
+    """
     if not 0 < settings.min_lr < settings.max_lr:
         raise TapefitError(
             f"tune.lr_find.min_lr={settings.min_lr} and max_lr={settings.max_lr}: need "
@@ -117,7 +126,7 @@ def check_settings(settings: Any) -> None:
         raise TapefitError(f"tune.lr_find.diverge_factor={settings.diverge_factor} must be > 1")
 
 
-def find(cfg: Any, run_dir: str | Path) -> dict[str, Any]:
+def find(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     """Run the range test on the configured model and data; write its files to `run_dir`.
 
     Args:
@@ -138,18 +147,18 @@ def find(cfg: Any, run_dir: str | Path) -> dict[str, Any]:
     """
     from tapefit.runner.validation import check_config
 
-    settings = cfg.tune.lr_find
+    settings = typed(LrFindConfig, cfg.tune.lr_find)  # the edge: below it, typed settings
     check_settings(settings)
+    keys = [f"optimizers.{n}" for n in cfg.optimizers] or ["optimizer"]
     test_cfg = copy.deepcopy(cfg)
     test_cfg.scheduler = None  # the test sets the rate itself, step by step
     test_cfg.trainer.steps_per_execution = 1  # so that it can, every step
     check_config(test_cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    strategy = prepare(test_cfg)
+    strategy = prepare(test_cfg.seed, typed(TrainerConfig, test_cfg.trainer))
     data = build_data(test_cfg)
     model = build_model(test_cfg, data, strategy)
-    keys = [f"optimizers.{n}" for n in cfg.optimizers] or ["optimizer"]
     test = RangeTest(
         settings.min_lr,
         settings.max_lr,

@@ -9,12 +9,14 @@ import math
 import os
 import resource
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import tensorflow as tf
 from tensorboard.plugins.hparams import api as hparams_api
 
+from tapefit.config.schemas import SpaceEntry
 from tapefit.files import atomic_write
 from tapefit.training.hparams import write_session
 
@@ -73,7 +75,7 @@ def write_trials_csv(
     return atomic_write(path, lambda file: file.write(buffer.getvalue()))
 
 
-def hparam_domain(entry: Any, placeholder: Any = None) -> Any:
+def hparam_domain(entry: SpaceEntry, placeholder: Any = None) -> Any:
     """The HParams domain of a `tune.space` entry, typed as its values are (int, float, bool,
     str), widened to hold `placeholder` (the value an inactive conditional entry shows)."""
     kind = str(getattr(entry.type, "value", entry.type))
@@ -85,7 +87,7 @@ def hparam_domain(entry: Any, placeholder: Any = None) -> Any:
         if kind == "int" and float(low).is_integer() and float(high).is_integer():
             return hparams_api.IntInterval(int(low), int(high))
         return hparams_api.RealInterval(float(low), float(high))
-    values = [False, True] if kind == "bool" else list(entry["values"])
+    values = [False, True] if kind == "bool" else list(entry.values)
     if placeholder is not None and placeholder not in values:
         values.append(placeholder)
     if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
@@ -106,20 +108,27 @@ def shown_value(value: Any, domain: Any = None) -> Any:
     return value
 
 
-def placeholders(cfg: Any, space: Any) -> dict[str, Any]:
+def placeholders(space: Mapping[str, SpaceEntry], configured: Mapping[str, Any]) -> dict[str, Any]:
     """What an inactive conditional entry shows in a trial's session: the search config's own
-    value of that key (the trial's config holds it, unused), or the entry's first value."""
-    from omegaconf import OmegaConf
+    value of that key (`configured`; the trial's config holds it, unused), or the entry's
+    first value.
 
+    Example:
+        >>> from tapefit.config.schemas import SpaceEntry
+        >>> when = {"model.architecture": ["cnn"]}
+        >>> space = {"model.bn_momentum": SpaceEntry("choice", values=[0.5, 0.9], when=when)}
+        >>> placeholders(space, {"model.bn_momentum": None})
+        {'model.bn_momentum': 0.5}
+    """
     shown = {}
     for name, entry in space.items():
         if not entry.when:
             continue
-        value = OmegaConf.select(cfg, name, default=None)
+        value = configured.get(name)
         if value is None:
             kind = str(getattr(entry.type, "value", entry.type))
             value = {"bool": False}.get(kind, entry.min if kind in ("float", "int") else None)
-            value = entry["values"][0] if value is None else value
+            value = entry.values[0] if value is None else value
         shown[name] = getattr(value, "value", value)
     return shown
 
@@ -152,7 +161,11 @@ def curve_metrics(objective: str, curves: str) -> list[Any]:
 
 
 def write_hparams_config(
-    log_dir: Path, space: Any, objective: str, shown: dict[str, Any], curves: str
+    log_dir: Path,
+    space: Mapping[str, SpaceEntry],
+    objective: str,
+    shown: dict[str, Any],
+    curves: str,
 ) -> None:
     """The HParams dashboard's columns for a search: every searched key, typed, with its
     domain (holding the placeholders `shown` for inactive entries), and `curve_metrics`."""
@@ -165,7 +178,7 @@ def write_hparams_config(
 
 
 def trial_hyperparameters(
-    space: Any, values: dict[str, Any], shown: dict[str, Any]
+    space: Mapping[str, SpaceEntry], values: dict[str, Any], shown: dict[str, Any]
 ) -> dict[str, Any]:
     """A trial's value of every searched key (an inactive entry's placeholder included: a
     session lacking a value is left out of parallel coordinates), typed as its domain."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Collection, Mapping
 from contextlib import ExitStack
 from typing import Any
 
@@ -12,14 +13,14 @@ import keras_tuner as kt
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from tapefit.config.schemas import ParamType
+from tapefit.config.schemas import ParamType, SpaceEntry
 from tapefit.config.targets import has_target
 from tapefit.errors import TapefitError
 
 _MISSING = object()
 
 
-def _check_entry(name: str, entry: Any, declared: dict[str, Any]) -> None:
+def _check_entry(name: str, entry: SpaceEntry, declared: dict[str, SpaceEntry]) -> None:
     """One-line errors for an entry keras-tuner could not declare."""
     where = f"tune.space.{name}"
     kind = ParamType(entry.type)
@@ -32,7 +33,7 @@ def _check_entry(name: str, entry: Any, declared: dict[str, Any]) -> None:
             raise TapefitError(
                 f"{where}: {entry.sampling} sampling needs min > 0 (got {entry.min})"
             )
-    if kind == ParamType.choice and not entry["values"]:
+    if kind == ParamType.choice and not entry.values:
         raise TapefitError(f"{where}: a choice needs values: [...]")
     for parent, values in (entry.when or {}).items():
         if parent not in declared:
@@ -45,11 +46,11 @@ def _check_entry(name: str, entry: Any, declared: dict[str, Any]) -> None:
             raise TapefitError(f"{where}: when: {parent} needs a list of values")
 
 
-def declare(space: Any) -> kt.HyperParameters:
+def declare(space: Mapping[str, SpaceEntry]) -> kt.HyperParameters:
     """keras-tuner's `HyperParameters` for `space` (entries in order; `when` nests conditional
     scopes on earlier choice/bool entries)."""
     hp = kt.HyperParameters()
-    declared: dict[str, Any] = {}
+    declared: dict[str, SpaceEntry] = {}
     for name, entry in space.items():
         _check_entry(name, entry, declared)
         with ExitStack() as scopes:
@@ -60,7 +61,7 @@ def declare(space: Any) -> kt.HyperParameters:
     return hp
 
 
-def _declare_one(hp: kt.HyperParameters, name: str, entry: Any) -> None:
+def _declare_one(hp: kt.HyperParameters, name: str, entry: SpaceEntry) -> None:
     kind = ParamType(entry.type)
     sampling = str(getattr(entry.sampling, "value", entry.sampling))
     if kind == ParamType.float:
@@ -69,18 +70,25 @@ def _declare_one(hp: kt.HyperParameters, name: str, entry: Any) -> None:
         step = int(entry.step) if entry.step is not None else None
         hp.Int(name, int(entry.min), int(entry.max), step=step, sampling=sampling)
     elif kind == ParamType.choice:
-        hp.Choice(name, list(entry["values"]))
+        hp.Choice(name, list(entry.values))
     else:
         hp.Boolean(name)
 
 
-def active_values(hp: kt.HyperParameters, space: Any) -> dict[str, Any]:
+def active_values(hp: kt.HyperParameters, space: Collection[str]) -> dict[str, Any]:
     """The trial's values of the entries that are active (their `when` holds)."""
     return {name: hp.values[name] for name in space if name in hp.values and hp.is_active(name)}
 
 
 def apply_values(cfg: Any, values: dict[str, Any]) -> Any:
-    """A copy of `cfg` with each dotted key set to its value (checked against the schema)."""
+    """A copy of `cfg` with each dotted key set to its value (checked against the schema).
+
+    Example:
+        >>> from omegaconf import OmegaConf
+        >>> cfg = OmegaConf.create({"model": {"units": 8}})
+        >>> apply_values(cfg, {"model.units": 16}).model.units, cfg.model.units
+        (16, 8)
+    """
     trial = copy.deepcopy(cfg)
     for key, value in values.items():
         missing = OmegaConf.select(trial, key, default=_MISSING) is _MISSING
@@ -103,9 +111,15 @@ def apply_values(cfg: Any, values: dict[str, Any]) -> Any:
     return trial
 
 
-def corner_values(space: Any) -> list[dict[str, Any]]:
+def corner_values(space: Mapping[str, SpaceEntry]) -> list[dict[str, Any]]:
     """One value set per entry bound and choice (others left alone): what `check_space`
-    tries, so a bound no run can use fails before the first trial."""
+    tries, so a bound no run can use fails before the first trial.
+
+    Example:
+        >>> from tapefit.config.schemas import SpaceEntry
+        >>> corner_values({"model.units": SpaceEntry("int", min=8, max=64)})
+        [{'model.units': 8}, {'model.units': 64}]
+    """
     corners = []
     for name, entry in space.items():
         kind = ParamType(entry.type)
@@ -113,14 +127,19 @@ def corner_values(space: Any) -> list[dict[str, Any]]:
             cast = float if kind == ParamType.float else int
             corners += [{name: cast(entry.min)}, {name: cast(entry.max)}]
         elif kind == ParamType.choice:
-            corners += [{name: value} for value in entry["values"]]
+            corners += [{name: value} for value in entry.values]
         else:
             corners += [{name: True}, {name: False}]
     return corners
 
 
 def override_text(key: str, value: Any) -> str:
-    """`key=value` as a Hydra command-line override."""
+    """`key=value` as a Hydra command-line override.
+
+    Example:
+        >>> override_text("model.pooling", "mean"), override_text("model.bidirectional", True)
+        ('model.pooling=mean', 'model.bidirectional=true')
+    """
     if isinstance(value, bool):
         return f"{key}={str(value).lower()}"
     if isinstance(value, str):

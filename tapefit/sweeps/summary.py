@@ -11,11 +11,12 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from tapefit.config.snapshot import config_snapshot
 from tapefit.files import read_json
+from tapefit.objective import metric_direction
 from tapefit.sweeps.records import best_first, write_trials_csv
-from tapefit.sweeps.search_tracking import search_tracker
-from tapefit.training.direction import metric_direction
-from tapefit.training.lifecycle import METRICS_FILE, STATUS_FILE
+from tapefit.sweeps.search_tracking import search_params, search_tracker
+from tapefit.training.run_status import METRICS_FILE, STATUS_FILE
 from tapefit.training.tracking import PARENT_ENV
 
 log = logging.getLogger("tapefit")
@@ -77,7 +78,8 @@ class SweepSummary(Callback):
             for key, _, values in (str(o).partition("=") for o in config.hydra.overrides.task)
             if "," in values
         }
-        self.tracker = search_tracker(job_config, sweep_dir, swept)
+        params = search_params(config_snapshot(job_config), swept)
+        self.tracker = search_tracker(job_config.get("logger"), sweep_dir, params)
         if self.tracker is not None:
             os.environ[PARENT_ENV] = self.tracker.run_id
 

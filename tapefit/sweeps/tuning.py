@@ -17,41 +17,50 @@ from typing import Any
 import keras
 import keras_tuner as kt
 from keras_tuner.src.distribute import utils as dist_utils
+from omegaconf import DictConfig
 
-from tapefit.config.schemas import OPTUNA_KEYS, TuneAlgorithm
+from tapefit.callbacks.stop_on_signal import RunInterrupted
+from tapefit.config.schemas import OPTUNA_KEYS, TuneAlgorithm, TuneConfig
 from tapefit.errors import TapefitError
-from tapefit.runner.validation import check_config, checked_objective
-from tapefit.sweeps.search_space import active_values, apply_values, declare
-from tapefit.sweeps.trials import (  # noqa: F401 - EpochClock: experiments/sweep_benchmark.py
-    RECORD,
-    EpochClock,
-    TrialRuns,
-    begin_search,
-    check_space,
-    read_record,
-)
-from tapefit.training.lifecycle import RunInterrupted, write_status
+from tapefit.runner.validation import check_config
+from tapefit.sweeps.search_dir import begin_search
+from tapefit.sweeps.search_results import finish, write_summary
+from tapefit.sweeps.search_space import active_values, declare
+from tapefit.sweeps.space_check import check_space
+from tapefit.sweeps.spec import SearchSpec
+from tapefit.sweeps.trials import RECORD, TrialRuns, read_record
+from tapefit.training.run_status import write_status
 
 PROJECT = "tuner"  # keras-tuner's project folder inside the search directory
 TUNER_ID = "KERASTUNER_TUNER_ID"  # keras-tuner's name for this process in a distributed search
 
 
-def make_oracle(cfg: Any, hyperparameters: kt.HyperParameters, objective: kt.Objective) -> Any:
-    """keras-tuner's oracle for `cfg.tune.algorithm`, seeded and bounded from config."""
-    tune = cfg.tune
+def make_oracle(
+    spec: SearchSpec, hyperparameters: kt.HyperParameters, objective: kt.Objective
+) -> Any:
+    """keras-tuner's oracle for `tune.algorithm`, seeded and bounded by the search's settings.
+
+    Example:
+        >>> import tapefit
+        >>> spec = SearchSpec.of(tapefit.compose(["tune=random", "seed=0"]))
+        >>> oracle = make_oracle(spec, declare(spec.tune.space), kt.Objective("val_loss", "min"))
+        >>> type(oracle).__name__, oracle.seed  # seed + 1: keras-tuner redraws a seed of 0
+        ('RandomSearchOracle', 1)
+    """
+    tune = spec.tune
     common = {
         "objective": objective,
         "hyperparameters": hyperparameters,
         "tune_new_entries": False,
         "allow_new_entries": False,
         # keras-tuner draws a random seed for a falsy one, so seed 0 would not repeat itself
-        "seed": (tune.seed if tune.seed is not None else cfg.seed) + 1,
+        "seed": spec.tune_seed + 1,
         "max_consecutive_failed_trials": tune.max_consecutive_failures,
     }
     algorithm = TuneAlgorithm(tune.algorithm)
     if algorithm == TuneAlgorithm.hyperband:
         return kt.oracles.HyperbandOracle(
-            max_epochs=tune.max_epochs or cfg.trainer.epochs,
+            max_epochs=tune.max_epochs or spec.epochs,
             factor=tune.factor,
             hyperband_iterations=tune.hyperband_iterations,
             **common,
@@ -71,18 +80,17 @@ class TrialRunner(kt.engine.base_tuner.BaseTuner):
     """Runs each keras-tuner trial as a tapefit run (`TrialRuns`) and returns its objective."""
 
     def __init__(
-        self, cfg: Any, search_dir: Path, oracle: Any, overwrite: bool, overrides: list[str]
+        self,
+        spec: SearchSpec,
+        search_dir: Path,
+        oracle: Any,
+        overwrite: bool,
+        overrides: list[str],
     ) -> None:
-        self.cfg, self.search_dir = cfg, search_dir
+        self.spec, self.search_dir = spec, search_dir
         self.objective_name = oracle.objective.name
-        self.runs = TrialRuns(
-            cfg,
-            search_dir,
-            self.objective_name,
-            oracle.objective.direction,
-            overrides,
-            worker=os.environ.get(TUNER_ID, "tuner0"),
-        )
+        worker = os.environ.get(TUNER_ID, "tuner0")
+        self.runs = TrialRuns(spec, search_dir, overrides, worker=worker)
         self.interrupted: RunInterrupted | None = None
         super().__init__(
             oracle=oracle, directory=str(search_dir), project_name=PROJECT, overwrite=overwrite
@@ -93,12 +101,11 @@ class TrialRunner(kt.engine.base_tuner.BaseTuner):
 
     def run_trial(self, trial: Any, *args: Any, **kwargs: Any) -> dict[str, float]:
         hp = trial.hyperparameters
-        values = active_values(hp, self.cfg.tune.space)
-        trial_cfg = apply_values(self.cfg, values)
-        warm_start = None
+        values = active_values(hp, self.spec.tune.space)
+        settings, warm_start = {}, None
         if "tuner/epochs" in hp.values:  # Hyperband: train to tuner/epochs, continuing a round
-            trial_cfg.trainer.epochs = int(hp.values["tuner/epochs"])
-            trial_cfg.trainer.save_model = True  # the next round starts from this model
+            settings["trainer.epochs"] = int(hp.values["tuner/epochs"])
+            settings["trainer.save_model"] = True  # the next round starts from this model
             previous = hp.values.get("tuner/trial_id")
             if previous:
                 warm_start = (
@@ -106,7 +113,7 @@ class TrialRunner(kt.engine.base_tuner.BaseTuner):
                     int(hp.values["tuner/initial_epoch"]),
                 )
         try:
-            outcome = self.runs.run_trial(trial.trial_id, trial_cfg, values, warm_start)
+            outcome = self.runs.run_trial(trial.trial_id, values, warm_start, settings=settings)
         except RunInterrupted as stop:
             self.interrupted = stop
             raise kt.errors.FatalError(str(stop)) from stop
@@ -117,7 +124,7 @@ class TrialRunner(kt.engine.base_tuner.BaseTuner):
     def on_trial_end(self, trial: Any) -> None:
         super().on_trial_end(trial)
         if not dist_utils.has_chief_oracle():  # with a chief, it writes the summary at the end
-            self.runs.write_summary(records(self), final=False)
+            write_summary(self.runs, records(self), final=False)
 
     def save_model(self, trial_id: str, model: Any, step: int = 0) -> None:
         """Each trial's run directory already holds its model.keras."""
@@ -136,7 +143,7 @@ def records(runner: TrialRunner) -> list[dict[str, Any]]:
         record["status"] = status if status != "invalid" else "failed"
         if trial.score is not None and math.isfinite(trial.score):
             record["objective_value"] = trial.score
-        record.setdefault("values", active_values(trial.hyperparameters, runner.cfg.tune.space))
+        record.setdefault("values", active_values(trial.hyperparameters, runner.spec.tune.space))
         record.setdefault("reason", (trial.message or "").strip().splitlines()[-1:] or [""])
         if isinstance(record["reason"], list):
             record["reason"] = record["reason"][0]
@@ -144,52 +151,78 @@ def records(runner: TrialRunner) -> list[dict[str, Any]]:
     return rows
 
 
-def check_no_optuna_keys(cfg: Any) -> None:
+def check_no_optuna_keys(tune: TuneConfig) -> None:
     """A key only `tune=optuna` reads, changed for a keras-tuner search, is a mistake (a wrong
-    `tune=` or a misplaced setting): refused in one line rather than ignored."""
-    changed = [key for key, default in OPTUNA_KEYS.items() if cfg.tune[key] != default]
+    `tune=` or a misplaced setting): refused in one line rather than ignored.
+
+    Example:
+        >>> check_no_optuna_keys(TuneConfig(algorithm=TuneAlgorithm.random, storage="x.db"))
+        Traceback (most recent call last):
+        tapefit.errors.TapefitError: tune.storage=x.db is read only by tune=optuna, not by ...
+    """
+    changed = [key for key, default in OPTUNA_KEYS.items() if getattr(tune, key) != default]
     if changed:
-        value = cfg.tune[changed[0]]
+        value = getattr(tune, changed[0])
         raise TapefitError(
             f"tune.{changed[0]}={getattr(value, 'value', value)} is read only by tune=optuna, "
-            f"not by tune={TuneAlgorithm(cfg.tune.algorithm).value}: use tune=optuna, or "
+            f"not by tune={TuneAlgorithm(tune.algorithm).value}: use tune=optuna, or "
             "drop the key"
         )
 
 
-def search(cfg: Any, search_dir: str | Path, overrides: list[str] | None = None) -> dict:
+def search(cfg: DictConfig, search_dir: str | Path, overrides: list[str] | None = None) -> dict:
     """Run (or continue) the configured search in `search_dir`; return its summary, whose
     `objective_value` is the best trial's. One trial failing does not stop it; more than
-    `tune.max_consecutive_failures` in a row, or no completed trial at all, is an error."""
+    `tune.max_consecutive_failures` in a row, or no completed trial at all, is an error.
+
+    Args:
+        cfg: The composed config with `tune=<algorithm>`: the sweep's edge, where it becomes
+            a `SearchSpec`; each trial's config is made from it.
+        search_dir: The search directory (keras-tuner's project in `tuner/`).
+        overrides: The command line's overrides, kept in the best trial's re-run command.
+
+    Returns:
+        The summary (`search.json`), with the best trial's id, values and command; a tuner
+        process of a distributed search returns only its name (`worker`).
+
+    Raises:
+        TapefitError: Bad input (before any trial), or no trial completed.
+
+    Example:
+        >>> import tapefit
+        >>> cfg = tapefit.compose(["tune=random", "tune.max_trials=4"])
+        >>> search(cfg, "outputs/random")["best_trial"]  # doctest: +SKIP
+        '2'
+    """
     search_dir = Path(search_dir)
     check_config(cfg)
-    run_objective = checked_objective(cfg)
-    name = run_objective.name
-    check_space(cfg)
-    check_no_optuna_keys(cfg)
+    spec = SearchSpec.of(cfg)  # refuses an objective whose direction it cannot tell
+    name = spec.objective.name
+    check_space(spec)
+    check_no_optuna_keys(spec.tune)
     chief = not dist_utils.has_chief_oracle() or dist_utils.is_chief_oracle()
     if chief:
-        begin_search(search_dir, cfg, name)  # the claim and the HParams columns
-    objective = kt.Objective(name, run_objective.direction)
-    oracle = make_oracle(cfg, declare(cfg.tune.space), objective)
+        begin_search(search_dir, spec)  # the claim and the HParams columns
+    objective = kt.Objective(name, spec.objective.direction)
+    oracle = make_oracle(spec, declare(spec.tune.space), objective)
     started = time.perf_counter()
     runner = TrialRunner(
-        cfg, search_dir, oracle, cfg.tune.overwrite and chief, list(overrides or [])
+        spec, search_dir, oracle, spec.tune.overwrite and chief, list(overrides or [])
     )
     stopped = None
     try:
-        runner.search(verbose=int(cfg.trainer.verbose > 0))
+        runner.search(verbose=int(spec.verbose > 0))
     except kt.errors.FatalError:
         if runner.interrupted is None:
             raise
         if chief:
-            runner.runs.write_summary(records(runner), final=False)
+            write_summary(runner.runs, records(runner), final=False)
             write_status(search_dir, "interrupted", signal=runner.interrupted.signum)
         raise runner.interrupted from None
     except RuntimeError as error:  # keras-tuner: too many consecutive failed trials
         if "consecutive failures" not in str(error):
             raise
-        stopped = f"stopped after {cfg.tune.max_consecutive_failures} failed trials in a row"
+        stopped = f"stopped after {spec.tune.max_consecutive_failures} failed trials in a row"
     if not chief:  # the chief, once every tuner has stopped, writes the summary
         return {"objective": name, "objective_value": None, "worker": os.environ[TUNER_ID]}
-    return runner.runs.finish(records(runner), started, stopped)
+    return finish(runner.runs, records(runner), started, stopped)

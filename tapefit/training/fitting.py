@@ -22,10 +22,10 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tapefit.callbacks.averaging import put_averages_in
 from tapefit.config.schemas import TrainerConfig
 from tapefit.keras_compat import python_utils
-from tapefit.training.averaging import put_averages_in
-from tapefit.training.intervals import FitPlan
+from tapefit.training.fit_plan import FitPlan
 
 log = logging.getLogger("tapefit")
 

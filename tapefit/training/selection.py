@@ -4,66 +4,15 @@ lightning-hydra-template tests `best_model_path` (`trainer.test_weights=best`), 
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import keras
-import numpy as np
 
+from tapefit.callbacks.best_epoch import BestEpochWeights
 from tapefit.config.schemas import EarlyStoppingConfig, ObjectiveMode, TestWeights
-from tapefit.training.objective import Objective
+from tapefit.objective import Objective
 
 log = logging.getLogger("tapefit")
-
-
-class BestEpochWeights(keras.callbacks.Callback):
-    """Keeps a copy of the weights of the epoch whose `monitor` value is the best so far (the
-    first such epoch on ties, as `Objective.value_in` picks it), or, with no objective, of the
-    last epoch (which `EarlyStopping(restore_best_weights=True)` would otherwise replace at
-    the end). Its state rides in the resume checkpoints (`get_state`), so a resumed run still
-    knows the best epoch before the stop."""
-
-    def __init__(self, objective: Objective | None) -> None:
-        super().__init__()
-        self.objective = objective
-        self.monitor = None if objective is None else objective.name
-        self.epoch: int | None = None  # 0-based, as Keras counts epochs
-        self.value = math.nan
-        self.weights: list[np.ndarray] = []
-        self.last_epoch: int | None = None
-
-    def better(self, value: float) -> bool:
-        """Whether `value` beats the best so far (a non-finite value never does)."""
-        if self.monitor is None:
-            return True
-        if not math.isfinite(value):
-            return False
-        if self.epoch is None:
-            return True
-        return self.objective.better(value, self.value)
-
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        self.last_epoch = epoch
-        value = (logs or {}).get(self.monitor) if self.monitor else math.nan
-        if value is not None and self.better(float(value)):
-            self.epoch, self.value = epoch, float(value)
-            self.weights = [np.array(w, copy=True) for w in self.model.get_weights()]
-
-    def get_state(self) -> dict[str, Any]:
-        """The selected epoch, its value and weights, and the last epoch seen (JSON + arrays)."""
-        return {
-            "epoch": self.epoch,
-            "value": self.value,
-            "weights": self.weights,
-            "last_epoch": self.last_epoch,
-        }
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Put back what `get_state` returned (a resume)."""
-        value = state["value"]  # None: NaN in JSON, before the first epoch ended
-        self.epoch, self.value = state["epoch"], math.nan if value is None else float(value)
-        self.weights = list(state["weights"]) if state["weights"] else []
-        self.last_epoch = state.get("last_epoch")
 
 
 def selector(

@@ -6,20 +6,11 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import run_cli, run_cli_batch, scalar_tags
+from tests.helpers import run_cli_batch, scalar_tags
 
-
-@pytest.fixture(scope="session")
-def classifier_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("run")
-    result = run_cli("trainer.epochs=2", f"hydra.run.dir={run_dir}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return run_dir, result
-
-
-# One worker trains the shared run (without a group, each worker that gets one of these tests
-# would train it again).
-CLASSIFIER = pytest.mark.xdist_group("cli_classifier_run")
+# tests/conftest.py's shared run, also read by tests/runner/test_reuse.py (without a group,
+# each worker that gets one of these tests would train it again under --dist loadgroup).
+CLASSIFIER = pytest.mark.xdist_group("classifier_run")
 
 
 @CLASSIFIER
@@ -76,8 +67,8 @@ def test_tensorboard_has_train_and_validation_scalars_per_epoch(classifier_run):
 def refused(tmp_path_factory):
     """A misspelt key and a missing data file, both in one fresh process (one TensorFlow
     start-up, not two): (run directory, result) each. Exit code 2 from a process of its own is
-    tested by tests/run/test_bad_input.py::test_the_cli_prints_one_error_line_without_a_traceback.
-    """
+    tested by tests/runner/test_bad_input.py::
+    test_the_cli_prints_one_error_line_without_a_traceback."""
     misspelt, missing = tmp_path_factory.mktemp("misspelt"), tmp_path_factory.mktemp("missing")
     results = run_cli_batch(
         [

@@ -5,7 +5,6 @@ docs/tutorials/your-own-model.md, so the page and this test cannot drift apart."
 
 import importlib
 import json
-import os
 import re
 import shlex
 import shutil
@@ -16,8 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests import processes
-from tests.helpers import REPO, run_cli_batch, scalar_tags
+from tests.helpers import REPO, run_cli_batch, run_in, scalar_tags
 
 SECTION = (REPO / "docs" / "tutorials" / "your-own-model.md").read_text()
 HEADER = re.compile(r"(?:# @package \S+\n)?# (\S+?\.(?:py|yaml))\b")  # @package first, for Hydra
@@ -70,20 +68,6 @@ def command(index: int) -> list[str]:
     return [str(Path(sys.executable).parent / words[0]), *words[1:]]
 
 
-def cli(project: Path, words: list[str], *extra: str, env=None, timeout=300):
-    """Run a command in the project's folder (tapefit importable, the project from the cwd)."""
-    environment = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    environment.update(env or {})
-    return processes.run(
-        [*words, *extra],
-        cwd=project,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_the_readme_gives_six_project_files_and_six_commands():
     expected = {
         "my_project/models.py",
@@ -101,7 +85,7 @@ def test_the_readme_gives_six_project_files_and_six_commands():
 @pytest.fixture(scope="session")
 def waves_run(project):
     run_dir = project / "outputs" / "waves" / "uninterrupted"
-    result = cli(project, command(0), *QUICK, f"hydra.run.dir={run_dir}")
+    result = run_in(project, command(0), *QUICK, f"hydra.run.dir={run_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir, result
 
@@ -149,7 +133,7 @@ def test_the_saved_model_reloads_as_the_users_class(waves_run, project, monkeypa
 
 
 def test_groups_named_on_the_command_line_through_the_tapefit_script(project, tmp_path):
-    result = cli(
+    result = run_in(
         project, command(1), "trainer.epochs=1", "trainer.verbose=0", f"hydra.run.dir={tmp_path}"
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -167,13 +151,13 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(waves_run, project, m
     assert f"hydra.run.dir={run_dir.relative_to(project)}" in words
     first = [w for w in words if not w.startswith(("resume=", "hydra.run.dir="))]
     kill = ["+callbacks.extra.kill._target_=my_project.kill.KillAtEpoch"]
-    killed = cli(
+    killed = run_in(
         project, first, *QUICK, *kill, f"hydra.run.dir={run_dir}", env={"KILL_AT_EPOCH": "2"}
     )
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert json.loads((run_dir / "status.json").read_text())["state"] == "running"
     assert not (run_dir / "metrics.json").exists()
-    resumed = cli(project, words, *QUICK, *kill)
+    resumed = run_in(project, words, *QUICK, *kill)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming" in (run_dir / "tapefit.log").read_text()
     for a, b in zip(
@@ -188,7 +172,7 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(waves_run, project, m
 
 def test_a_search_over_the_users_arguments_and_its_rerun_command(project, tmp_path):
     words = [w if w != "tune.max_trials=4" else "tune.max_trials=2" for w in command(3)]
-    result = cli(project, words, *QUICK[:2], "trainer.epochs=2", f"hydra.run.dir={tmp_path}")
+    result = run_in(project, words, *QUICK[:2], "trainer.epochs=2", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = (tmp_path / "trials.csv").read_text().splitlines()
     assert len(rows) == 3 and all(",completed," in row for row in rows[1:])
@@ -196,14 +180,15 @@ def test_a_search_over_the_users_arguments_and_its_rerun_command(project, tmp_pa
     summary = json.loads((tmp_path / "search.json").read_text())
     rerun = summary["best_command"]
     assert f"--config-dir {project / 'conf'}" in rerun and "++model.units=" in rerun
-    again = cli(project, [sys.executable, *shlex.split(rerun)[1:]], f"hydra.run.dir={tmp_path}/re")
+    words = [sys.executable, *shlex.split(rerun)[1:]]
+    again = run_in(project, words, f"hydra.run.dir={tmp_path}/re")
     assert again.returncode == 0, again.stderr[-3000:]
     value = json.loads((tmp_path / "re" / "metrics.json").read_text())["objective_value"]
     assert value == summary["best_value"]
 
 
 def test_a_hydra_multirun_of_the_users_model(project, tmp_path):
-    result = cli(
+    result = run_in(
         project, command(4), "trainer.epochs=1", "trainer.verbose=0", f"hydra.sweep.dir={tmp_path}"
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -214,7 +199,7 @@ def test_a_hydra_multirun_of_the_users_model(project, tmp_path):
 
 
 def test_two_workers_train_the_users_model(project, tmp_path):
-    result = cli(
+    result = run_in(
         project,
         command(5),
         "trainer.epochs=1",
@@ -229,7 +214,7 @@ def test_two_workers_train_the_users_model(project, tmp_path):
 
 
 def test_several_optimizers_from_config_train_the_wgan_and_reload(project, tmp_path, monkeypatch):
-    result = cli(
+    result = run_in(
         project,
         [sys.executable, "-m", "tapefit", "--config-dir", "conf"],
         "experiment=wgan_gp",
@@ -367,7 +352,8 @@ def bad_configurations(project, tmp_path_factory):
 
 
 # One worker runs the shared batch; the one-line error's exit code 2 from a process of its own
-# is tested by tests/run/test_bad_input.py::test_the_cli_prints_one_error_line_without_a_traceback.
+# is tested by tests/runner/test_bad_input.py::
+# test_the_cli_prints_one_error_line_without_a_traceback.
 @pytest.mark.xdist_group("user_project_bad_configurations")
 @pytest.mark.parametrize(("overrides", "message"), ERRORS, ids=[e[0][0] for e in ERRORS])
 def test_bad_user_configuration_is_one_line_before_training(bad_configurations, overrides, message):
@@ -424,12 +410,12 @@ def test_random_draws_in_the_step_resume_exactly(project, tmp_path, source):
     model = ["model._target_=my_project.noisy.Noisy", "~model.penalty", f"+model.source={source}"]
     kill = ["+callbacks.extra.kill._target_=my_project.kill.KillAtEpoch"]
     settings = [*model, *kill, *QUICK]
-    whole = cli(project, command(0), *settings, f"hydra.run.dir={tmp_path / 'whole'}")
+    whole = run_in(project, command(0), *settings, f"hydra.run.dir={tmp_path / 'whole'}")
     assert whole.returncode == 0, whole.stderr[-2000:]
     run_dir = f"hydra.run.dir={tmp_path / 'cut'}"
-    killed = cli(project, command(0), *settings, run_dir, env={"KILL_AT_EPOCH": "2"})
+    killed = run_in(project, command(0), *settings, run_dir, env={"KILL_AT_EPOCH": "2"})
     assert killed.returncode == -9
-    resumed = cli(project, command(0), *settings, run_dir, "resume=true")
+    resumed = run_in(project, command(0), *settings, run_dir, "resume=true")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     history = json.loads((tmp_path / "cut" / "history.json").read_text())
     assert history == json.loads((tmp_path / "whole" / "history.json").read_text())
@@ -438,7 +424,7 @@ def test_random_draws_in_the_step_resume_exactly(project, tmp_path, source):
 
 def test_global_seeded_random_ops_are_named_at_the_first_checkpoint(project, tmp_path):
     (project / "my_project" / "noisy.py").write_text(NOISY)
-    result = cli(
+    result = run_in(
         project,
         command(0),
         "model._target_=my_project.noisy.Noisy",
@@ -484,7 +470,7 @@ def test_a_model_its_step_never_calls_is_built_before_the_first_checkpoint(
     project, tmp_path, monkeypatch
 ):
     (project / "my_project" / "encoder_only.py").write_text(ENCODER_ONLY)
-    result = cli(
+    result = run_in(
         project,
         command(0),
         "model._target_=my_project.encoder_only.EncoderOnly",

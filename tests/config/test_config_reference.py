@@ -2,6 +2,7 @@
 
 import pytest
 
+from tapefit.config.comments import yaml_comments
 from tapefit.config.reference import (
     GROUP_KEYS,
     group_options,
@@ -10,7 +11,6 @@ from tapefit.config.reference import (
     render_markdown,
     root_doc,
     undocumented,
-    yaml_comments,
 )
 from tapefit.config.schemas import TapefitConfig, config_dir
 from tests.helpers import REPO

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tapefit import TapefitError
-from tapefit.runner.model_node import build_model_from_config
+from tapefit.runner.model_from_config import build_model_from_config
 from tapefit.runner.train import build_data, run
 
 CLASSES = ("circle", "square", "stripes")
@@ -105,7 +105,7 @@ def test_grayscale_images_reach_a_cnn_built_for_one_channel(folders, compose):
     data = build_data(cfg)
     images, _ = next(iter(data.train))
     assert images.shape[1:] == (*SIZE, 1)
-    model = build_model_from_config(cfg, data)
+    model = build_model_from_config(cfg.model, data)
     assert model.image_shape == (*SIZE, 1)
     assert model(images).shape == (images.shape[0], 3)
 

@@ -19,7 +19,7 @@ fails, fail with its `tapefit: error:` line and exit 2 (`FAILS`).
 
 **Not run.** A shell block right after `<!-- commands: not-run (REASON) -->` is not run, and the
 page source says why (GPUs, a cluster, a kill between two commands, the user's own files);
-neither are the launcher's commands (tests/run/test_scale_out.py runs the launcher). Those are
+neither are the launcher's commands (tests/runner/test_scale_out.py runs the launcher). Those are
 composed with Hydra in this process, `--config-dir conf` as the CLI reads it, and pass
 tapefit's own checks of a composed config (`check_config`: ranges, unknown keys, schedules,
 debug presets), as `python -m tapefit` runs them before anything is loaded; a page marked
@@ -120,7 +120,7 @@ def not_run(page: Path, line: int) -> str | None:
 
 
 COMMANDS = commands()
-# The launcher's commands are composed here; tests/run/test_scale_out.py and
+# The launcher's commands are composed here; tests/runner/test_scale_out.py and
 # tests/cli/test_user_project.py::test_two_workers_train_the_users_model run the launcher.
 LAUNCHED = "python -m tapefit.launch"
 

@@ -6,9 +6,9 @@ row says so, no run directory at all, or a finished run for the inputs read as m
 The rows are found by their anchors (`<a id="range"></a>` in the first cell): a row that
 `CASES` has no case for fails `test_every_row_of_the_table_has_cases`, and so does a case for a
 row the page no longer has. The cases run in a few fresh processes, one TensorFlow start-up
-each (`tests.helpers.run_cli_batch`), from a project folder that holds the user-model files of
-tests/cli/test_user_project_hits.py (a model, a metric with no direction, endless and unbatched
-datasets).
+each (`tests.helpers.run_cli_batch`), from the user's project folder that
+tests/cli/test_user_project_hits.py runs too (tests/conftest.py's `hits_project`: a model, a
+metric with no direction, endless and unbatched datasets).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.cli.test_user_project_hits import EXPERIMENT, MODULE
 from tests.data.test_data import write_mnist
 from tests.helpers import REPO, run_cli_batch
 
@@ -339,15 +338,6 @@ def test_every_row_of_the_table_has_cases():
         assert f"def {name}(" in (REPO / path).read_text(), row
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("error_table")
-    (root / "hits_user.py").write_text(MODULE)
-    (root / "conf" / "experiment").mkdir(parents=True)
-    (root / "conf" / "experiment" / "autoencoder.yaml").write_text(EXPERIMENT)
-    return root
-
-
 def first_error_line(stderr: str) -> str:
     lines = [line for line in stderr.splitlines() if line.startswith("tapefit: error: ")]
     assert len(lines) == 1, stderr[-3000:]
@@ -388,7 +378,7 @@ BATCHES = [ROWS[0::3], ROWS[1::3], ROWS[2::3]]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rows", BATCHES, ids=["batch0", "batch1", "batch2"])
-def test_each_row_as_written_through_the_cli(project, tmp_path, rows):
+def test_each_row_as_written_through_the_cli(hits_project, tmp_path, rows):
     cases = [(row, index, case) for row in rows for index, case in enumerate(CASES[row])]
     folders = []
     for row, index, case in cases:
@@ -408,7 +398,7 @@ def test_each_row_as_written_through_the_cli(project, tmp_path, rows):
         )
         for (_, _, case), folder in zip(cases, folders, strict=True)
     ]
-    results = run_cli_batch(invocations, cwd=project)
+    results = run_cli_batch(invocations, cwd=hits_project)
     failures = []
     for (row, index, case), folder, result in zip(cases, folders, results, strict=True):
         try:

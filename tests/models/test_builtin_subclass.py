@@ -4,8 +4,6 @@ arguments it passes on to the parent, and the model brings its own loss and metr
 
 import importlib
 import json
-import os
-import sys
 import textwrap
 
 import keras
@@ -13,7 +11,7 @@ import pytest
 
 from tapefit.config.targets import accepted_arguments
 from tapefit.models import Classifier
-from tests import processes
+from tests.helpers import run_cli
 
 MODELS = textwrap.dedent(
     '''
@@ -58,6 +56,9 @@ MODELS = textwrap.dedent(
 )
 
 
+CONF = ["--config-dir", "conf"]  # the project's own configs, as its user runs them
+
+
 @pytest.fixture(scope="session")
 def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("subclass_project")
@@ -73,22 +74,11 @@ def project(tmp_path_factory):
     return root
 
 
-def cli(project, *args):
-    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
-    return processes.run(
-        [sys.executable, "-m", "tapefit", "--config-dir", "conf", *args],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def test_a_subclass_of_the_classifier_trains_with_nothing_else_configured(
     project, tmp_path, monkeypatch
 ):
-    result = cli(project, "model=my_classifier", "trainer.epochs=2", f"hydra.run.dir={tmp_path}")
+    overrides = ["model=my_classifier", "trainer.epochs=2", f"hydra.run.dir={tmp_path}"]
+    result = run_cli(*CONF, *overrides, cwd=project)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["test_accuracy"] > 0.8  # its own loss and accuracy metric, from the model
@@ -101,7 +91,7 @@ def test_a_subclass_of_the_classifier_trains_with_nothing_else_configured(
 
 
 def test_a_model_with_no_loss_is_refused_before_training(project, tmp_path):
-    result = cli(project, "model=lossless", f"hydra.run.dir={tmp_path}")
+    result = run_cli(*CONF, "model=lossless", f"hydra.run.dir={tmp_path}", cwd=project)
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("tapefit: error:")]
     assert errors == [

@@ -4,9 +4,7 @@ NumPy reference, gradients against finite differences, gathered across replicas 
 device, and a run from a user's folder through the CLI."""
 
 import json
-import os
 import re
-import sys
 
 import keras
 import numpy as np
@@ -18,10 +16,11 @@ from tapefit.data.loaders import pair_files
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.errors import TapefitError
 from tapefit.models.losses import InBatchNegativesLoss, TripletLoss, hard_negative_candidates
-from tests import processes
-from tests.models.test_pair_losses import (
+from tests.helpers import run_cli
+from tests.models.pair_loss_references import (
     GATHERING_LOSSES,
-    negatives_of,
+    reference_in_batch_negatives,
+    reference_triplet,
     replicated_loss_and_gradient,
 )
 
@@ -40,38 +39,6 @@ def triples(seed, size=8, dim=6):
     return ids, rows
 
 
-def hard_negatives_of(ids, i):
-    """Rows j whose negative is a negative of row i: not row i's anchor or positive text."""
-    return [j for j in range(len(ids)) if ids[j, 2] not in (ids[i, 0], ids[i, 1])]
-
-
-def reference_ranking(ids, rows, scale, symmetric):
-    def cross_entropy(logits):  # the target is the first logit
-        return -(logits[0] - np.log(np.sum(np.exp(logits))))
-
-    forward, backward = [], []
-    for i in range(len(ids)):
-        others = negatives_of(ids[:, :2], i)
-        candidates = [rows[i, 1], *rows[others, 1], *rows[hard_negatives_of(ids, i), 2]]
-        forward.append(cross_entropy(scale * np.array(candidates) @ rows[i, 0]))
-        backward.append(cross_entropy(scale * rows[[i, *others], 0] @ rows[i, 1]))
-    return (np.mean(forward) + np.mean(backward)) / 2 if symmetric else np.mean(forward)
-
-
-def reference_triplet(ids, rows, margin, mining):
-    losses = []
-    for i in range(len(ids)):
-        positive = rows[i, 0] @ rows[i, 1]
-        negatives = [
-            *rows[negatives_of(ids[:, :2], i), 1],
-            *rows[hard_negatives_of(ids, i), 2],
-        ]
-        violations = [max(0.0, rows[i, 0] @ n - positive + margin) for n in negatives]
-        active = [v for v in violations if v > 0]
-        losses.append(max(violations) if mining == "hard" else sum(active) / max(len(active), 1))
-    return np.mean(losses)
-
-
 def test_the_collisions_are_masked_and_nothing_else():
     ids, rows = triples(1)
     _, masked = hard_negative_candidates(rows, ids, across_replicas=False)
@@ -86,7 +53,7 @@ def test_the_collisions_are_masked_and_nothing_else():
 def test_in_batch_negatives_with_hard_negatives_equals_its_reference(symmetric):
     ids, rows = triples(2)
     loss = InBatchNegativesLoss(scale=5.0, symmetric=symmetric)
-    expected = reference_ranking(ids, rows, 5.0, symmetric)
+    expected = reference_in_batch_negatives(ids, rows, 5.0, symmetric)
     assert float(loss.call(ids, rows).numpy().mean()) == pytest.approx(expected, rel=1e-10)
     assert float(loss(ids, rows.astype("float32"))) == pytest.approx(expected, rel=1e-5)
     # the third text counts: the same pairs without it give another loss
@@ -190,21 +157,14 @@ def test_a_siamese_model_without_a_negative_loss_refuses_negatives():
     assert again.hard_negatives is True
 
 
-def cli(project, *overrides):
-    return processes.run(
-        [
-            *(sys.executable, "-m", "tapefit", "experiment=siamese", "data=pairs_file"),
-            *("data.train_path=train.tsv", "data.test_path=test.tsv"),
-            *("data.text1_column=anchor", "data.text2_column=positive"),
-            *("data.negative_column=negative", "data.label_column=score"),
-            *("trainer.verbose=0", *overrides),
-        ],
-        cwd=project,
-        env=dict(os.environ, KERAS_BACKEND="tensorflow"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+# The Siamese model on a user's train.tsv and test.tsv of triples (`write_triples`), in its folder.
+TRIPLES = [
+    *("experiment=siamese", "data=pairs_file"),
+    *("data.train_path=train.tsv", "data.test_path=test.tsv"),
+    *("data.text1_column=anchor", "data.text2_column=positive"),
+    *("data.negative_column=negative", "data.label_column=score"),
+    "trainer.verbose=0",
+]
 
 
 @pytest.mark.slow  # end to end over the CLI
@@ -214,18 +174,19 @@ def test_hard_negatives_train_from_a_users_folder_and_a_wrong_loss_stops_before_
     generator = PairGenerator(seed=7)
     write_triples(tmp_path / "train.tsv", generator, 400, labels=True)
     anchors, positives, negatives = write_triples(tmp_path / "test.tsv", generator, 60, True)
-    refused = cli(tmp_path, "hydra.run.dir=refused")
+    refused = run_cli(*TRIPLES, "hydra.run.dir=refused", cwd=tmp_path)
     assert refused.returncode == 2 and "Epoch 1" not in refused.stdout  # 2: a bad config
     last = refused.stderr.strip().splitlines()[-1]
     assert last.startswith("tapefit: error: data.negative_column gives hard negatives, which ")
     assert not (tmp_path / "refused" / "model.keras").exists()
 
-    result = cli(
-        tmp_path,
+    result = run_cli(
+        *TRIPLES,
         "model.loss.name=in_batch_negatives",
         "model.retrieval.enabled=true",
         "trainer.epochs=3",
         "hydra.run.dir=run",
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())

@@ -21,6 +21,12 @@ from tapefit.models.losses import (
     angle_similarity,
     make_pair_loss,
 )
+from tests.models.pair_loss_references import (
+    GATHERING_LOSSES,
+    reference_in_batch_negatives,
+    reference_triplet,
+    replicated_loss_and_gradient,
+)
 
 
 def reference_cosine(first, second):
@@ -154,37 +160,6 @@ def in_batch(seed, size=10, dim=6):
     return ids, pairs
 
 
-def negatives_of(ids, i):
-    """Rows j whose positive is a true negative of row i (no shared text)."""
-    return [
-        j for j in range(len(ids)) if j != i and ids[j, 0] != ids[i, 0] and ids[j, 1] != ids[i, 1]
-    ]
-
-
-def reference_triplet(ids, pairs, margin, mining):
-    rows = []
-    for i in range(len(ids)):
-        positive = pairs[i, 0] @ pairs[i, 1]
-        violations = [
-            max(0.0, pairs[i, 0] @ pairs[j, 1] - positive + margin) for j in negatives_of(ids, i)
-        ]
-        active = [v for v in violations if v > 0]
-        rows.append(max(violations) if mining == "hard" else sum(active) / max(len(active), 1))
-    return np.mean(rows)
-
-
-def reference_symmetric_ranking(ids, pairs, scale):
-    def cross_entropy(logits, target):
-        return -(logits[target] - np.log(np.sum(np.exp(logits))))
-
-    forward, backward = [], []
-    for i in range(len(ids)):
-        candidates = [i, *negatives_of(ids, i)]  # the target first
-        forward.append(cross_entropy(scale * pairs[candidates, 1] @ pairs[i, 0], 0))
-        backward.append(cross_entropy(scale * pairs[candidates, 0] @ pairs[i, 1], 0))
-    return (np.mean(forward) + np.mean(backward)) / 2
-
-
 @pytest.mark.parametrize("mining", ["hard", "all"])
 @pytest.mark.parametrize("margin", [0.3, 1.5])
 def test_triplet_equals_its_reference_with_shared_texts_masked(mining, margin):
@@ -198,7 +173,7 @@ def test_triplet_equals_its_reference_with_shared_texts_masked(mining, margin):
 def test_symmetric_in_batch_negatives_equals_its_reference():
     ids, pairs = in_batch(9)
     loss = InBatchNegativesLoss(scale=5.0, symmetric=True)
-    expected = reference_symmetric_ranking(ids, pairs, 5.0)
+    expected = reference_in_batch_negatives(ids, pairs, 5.0, symmetric=True)
     assert float(loss.call(ids, pairs).numpy().mean()) == pytest.approx(expected, rel=1e-10)
     one_way = float(InBatchNegativesLoss(scale=5.0)(ids, pairs))
     assert one_way != pytest.approx(expected, rel=1e-6)  # the backward half counts
@@ -223,42 +198,6 @@ def test_triplet_options_are_checked_and_serialise():
     assert (type(again), again.margin, again.mining) == (TripletLoss, 0.2, "all")
     symmetric = make_pair_loss("in_batch_negatives", symmetric=True)
     assert keras.losses.deserialize(keras.losses.serialize(symmetric)).symmetric is True
-
-
-def replicated_loss_and_gradient(strategy, loss, ids, pairs):
-    """The global batch split in two halves, one per replica; each replica's share of the
-    global mean loss and its gradient with respect to all pairs, summed over replicas."""
-    with strategy.scope():
-        shared = tf.Variable(pairs)
-    half = len(pairs) // 2
-
-    @tf.function
-    def step():
-        def replica_step():
-            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-            rows = tf.range(half) + half * replica
-            with tf.GradientTape() as tape:
-                per_row = loss.call(tf.gather(ids, rows), tf.gather(shared, rows))
-                value = tf.reduce_sum(per_row) / len(pairs)
-            return value, tf.convert_to_tensor(tape.gradient(value, shared))
-
-        values, gradients = strategy.run(replica_step)
-        total = strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
-        return total, strategy.reduce(tf.distribute.ReduceOp.SUM, gradients, axis=None)
-
-    value, gradient = step()
-    return float(value), gradient.numpy()
-
-
-# Both in-batch-negative losses, with or without gathering across replicas.
-GATHERING_LOSSES = pytest.mark.parametrize(
-    "make",
-    [
-        lambda gather: InBatchNegativesLoss(5.0, symmetric=True, across_replicas=gather),
-        lambda gather: TripletLoss(margin=1.5, mining="all", across_replicas=gather),
-    ],
-    ids=["in_batch_negatives", "triplet"],
-)
 
 
 @GATHERING_LOSSES

@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from tapefit.evaluation.metrics import best_threshold_accuracy, pair_metrics, roc_auc
-from tapefit.training.direction import resolve_direction
+from tapefit.objective import resolve_direction
 
 
 def brute_force_best_accuracy(scores, labels):

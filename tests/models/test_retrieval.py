@@ -11,7 +11,7 @@ import pytest
 from tapefit import TapefitError
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.evaluation.retrieval import RetrievalTask, pair_task, retrieval_metrics
-from tapefit.training.direction import metric_direction
+from tapefit.objective import metric_direction
 from tests import processes
 from tests.helpers import pair_file_overrides, run_cli, write_pairs_tsv
 

@@ -21,6 +21,7 @@ from tapefit.config.schemas import (
     TrainerConfig,
 )
 from tapefit.config.typed import typed
+from tapefit.objective import Objective
 from tapefit.runner.spec import RunSpec
 from tapefit.training.compiling import (
     CompileSettings,
@@ -29,7 +30,6 @@ from tapefit.training.compiling import (
     learning_rate_schedule,
 )
 from tapefit.training.debugging import limited, overfit_verdict
-from tapefit.training.objective import Objective
 from tapefit.training.selection import selector
 
 

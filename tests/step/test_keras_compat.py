@@ -379,7 +379,7 @@ def test_a_custom_compile_reloads_with_keras_warning(tmp_path):
 
 def test_the_run_directory_refuses_an_unloadable_model_in_one_line(tmp_path):
     from tapefit.errors import TapefitError
-    from tapefit.training.outputs import save_model
+    from tapefit.training.run_files import save_model
 
     model, _ = train(tapefit.TapeModel, "unserialisable_argument")
     with pytest.raises(TapefitError, match=r"Scaled cannot be saved to \.keras") as error:

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tapefit import StepOutput, TapefitError, TapeModel
-from tapefit.step.monitor import NonFiniteGuard
+from tapefit.step.nonfinite_guard import NonFiniteGuard
 
 X = np.random.default_rng(0).normal(size=(96, 3)).astype("float32")
 Y = (X @ np.array([[1.0], [2.0], [-1.0]], "float32")).astype("float32")

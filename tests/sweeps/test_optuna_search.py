@@ -12,10 +12,10 @@ import time
 
 import pytest
 import yaml
-from omegaconf import OmegaConf
 
 from tapefit import TapefitError
 from tapefit.config.schemas import SpaceEntry
+from tapefit.config.typed import typed
 from tapefit.runner.train import run
 from tapefit.sweeps.optuna_search import NEEDS_OPTUNA, search, suggest
 from tests import processes
@@ -205,7 +205,7 @@ def test_conditional_entries_are_suggested_only_when_their_condition_holds():
         "model.dropout": {"type": "float", "min": 0.0, "max": 0.5, "step": 0.1},
         "model.units": {"type": "int", "min": 8, "max": 64, "sampling": "log"},
     }
-    space = OmegaConf.structured({k: SpaceEntry(**v) for k, v in space.items()})
+    space = {key: typed(SpaceEntry, entry) for key, entry in space.items()}
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
     study.enqueue_trial({"model.architecture": "mlp"})
     study.enqueue_trial({"model.architecture": "cnn"})
@@ -270,8 +270,8 @@ def test_the_launcher_refuses_tuners_for_optuna(capsys):
 def test_a_resumed_trial_reports_its_epochs_from_before_the_stop_again(tmp_path):
     """A stop between an epoch's checkpoint and its report to the study would leave that epoch
     unreported; the resumed trial reports the checkpointed epochs again (repeats are ignored)."""
-    from tapefit.sweeps.trials import EpochReport
-    from tapefit.training.checkpoints import EpochCheckpoint
+    from tapefit.checkpointing.checkpoints import EpochCheckpoint
+    from tapefit.sweeps.trial_callbacks import EpochReport
 
     reported = []
     watch = EpochReport("val_accuracy", lambda value, epoch: reported.append((value, epoch)))

@@ -177,6 +177,7 @@ def test_a_search_space_no_trial_can_use_is_refused_before_any_trial(
 def test_conditional_entries_reach_only_the_trials_where_they_apply(compose):
     """keras-tuner's conditional scope: bn_momentum is set only in trials that pick the CNN."""
     from tapefit.sweeps.search_space import active_values, apply_values, declare
+    from tapefit.sweeps.spec import SearchSpec
 
     cfg = mlp_space(
         compose(["tune=grid"]),
@@ -189,10 +190,11 @@ def test_conditional_entries_reach_only_the_trials_where_they_apply(compose):
             },
         },
     )
-    hp = declare(cfg.tune.space)
+    space = SearchSpec.of(cfg).tune.space
+    hp = declare(space)
     for architecture, expected in (("mlp", 0.9), ("cnn", 0.5)):
         hp.values.update({"model.architecture": architecture, "model.bn_momentum": 0.5})
-        values = active_values(hp, cfg.tune.space)
+        values = active_values(hp, space)
         assert ("model.bn_momentum" in values) == (architecture == "cnn")
         trial = apply_values(cfg, values)
         assert trial.model.architecture == architecture and trial.model.bn_momentum == expected
@@ -215,12 +217,13 @@ def test_memory_does_not_grow_trial_after_trial(compose, tmp_path):
 def test_the_oracle_seed_repeats_the_trials_even_for_seed_0(compose):
     """keras-tuner replaces a falsy seed with a random one; tapefit's seed 0 must still repeat."""
     from tapefit.sweeps.search_space import declare
+    from tapefit.sweeps.spec import SearchSpec
     from tapefit.sweeps.tuning import make_oracle
 
     def first_values(seed):
-        cfg = compose(["tune=random", f"seed={seed}"])
+        spec = SearchSpec.of(compose(["tune=random", f"seed={seed}"]))
         objective = kt.Objective("val_accuracy", "max")
-        oracle = make_oracle(cfg, declare(cfg.tune.space), objective)
+        oracle = make_oracle(spec, declare(spec.tune.space), objective)
         return [oracle.populate_space(str(trial))["values"] for trial in range(3)]
 
     assert first_values(0) == first_values(0)
@@ -382,7 +385,8 @@ def test_a_chief_and_two_tuners_share_one_search_on_loopback(tmp_path):
 
 
 def test_a_searched_key_also_set_on_the_command_line_is_named_once_in_the_rerun_command():
-    from tapefit.sweeps.trials import best_command, pinned
+    from tapefit.sweeps.search_results import best_command
+    from tapefit.sweeps.trials import pinned
 
     overrides = ["model.architecture=mlp", "trainer.epochs=1", "tune=random"]
     space = {"model.architecture": None, "optimizer.learning_rate": None}

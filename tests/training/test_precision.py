@@ -9,6 +9,8 @@ import pytest
 import tensorflow as tf
 
 from tapefit import SiameseModel, StepOutput, TapeModel
+from tapefit.config.schemas import TrainerConfig
+from tapefit.config.typed import typed
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.models.losses import CosineMSELoss
 from tapefit.runner.train import prepare, run
@@ -116,6 +118,6 @@ def test_prepare_reapplies_the_policy_after_clear_session(compose, policy):
     cfg = compose([f"trainer.precision={policy}"])
     keras.mixed_precision.set_global_policy("float64")
     for _ in range(2):  # the second time as a sweep's next trial: after clear_session
-        prepare(cfg)
+        prepare(cfg.seed, typed(TrainerConfig, cfg.trainer))
         assert keras.mixed_precision.global_policy().name == policy
         keras.backend.clear_session()

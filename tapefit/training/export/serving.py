@@ -25,7 +25,7 @@ from tapefit.training.export.formats import (
 )
 from tapefit.training.export.verification import VerifyBatch, verify_exports
 from tapefit.training.export.writers import write_export, write_format
-from tapefit.training.lifecycle import RESUME_DIR
+from tapefit.training.run_status import RESUME_DIR
 
 log = logging.getLogger("tapefit")
 

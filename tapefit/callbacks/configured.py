@@ -1,0 +1,108 @@
+"""Keras callbacks built from the `callbacks` config group (Keras', tapefit's or yours, named by
+`_target_`), writing into the run directory."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import keras
+from omegaconf import OmegaConf
+
+from tapefit.config.schemas import MonitorMode
+from tapefit.config.targets import accepted_arguments, instantiate, locate
+from tapefit.objective import Objective, resolve_direction
+
+log = logging.getLogger("tapefit")
+
+MONITORING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
+
+
+def monitor_mode(monitor: str, mode: str, key: str, objective: Objective | None) -> str:
+    """A callback's `mode`: as configured, or for `auto` the objective's direction when it
+    watches the objective, else the known direction of `monitor` (refused when unknown)."""
+    if MonitorMode(mode) == MonitorMode.auto and objective and monitor == objective.name:
+        return objective.direction
+    return resolve_direction(monitor, mode, key)
+
+
+# The configured callbacks by role: those that change the logs or the run come first, those
+# that write the logs last (after the checkpointer, which must see an epoch before them).
+ACTING = ("early_stopping", "model_checkpoint", "reduce_lr_on_plateau")
+WRITERS = ("tensorboard", "step_telemetry", "csv_logger")
+OWNED_KEYS = ("enabled", "histograms")  # tapefit's switches, not constructor arguments
+RENAMED = {"filename": {"keras.callbacks.ModelCheckpoint": "filepath"}}
+PATH_ARGUMENTS = ("filename", "filepath")  # relative to the run directory
+SUPPLIED = ("log_dir", "csv_path", "append", "save_weights_only")  # tapefit passes these
+
+
+def callback_arguments(node: Any, run_dir: Path | None, supplied: dict[str, Any]) -> dict:
+    """The constructor arguments of a configured callback: its keys without tapefit's own,
+    `filename` under the name its class takes, paths inside `run_dir` (when given), and the
+    `supplied` values its signature takes and the config does not set (`log_dir`, ...)."""
+    plain = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+    target = plain.pop("_target_")
+    arguments = {}
+    for key, value in plain.items():
+        if key in OWNED_KEYS:
+            continue
+        name = RENAMED.get(key, {}).get(target, key)
+        if name in PATH_ARGUMENTS and run_dir is not None:
+            value = str(run_dir / value)
+        arguments[name] = value
+    accepted, takes_any = accepted_arguments(locate(target, "_target_"))
+    for name, value in supplied.items():
+        if name not in arguments and (name in accepted or takes_any):
+            arguments[name] = value
+    return arguments
+
+
+def build_callback(
+    name: str, node: Any, run_dir: Path, objective: Objective | None, append: bool
+) -> keras.callbacks.Callback:
+    """The callback `callbacks.<name>` configures: its `_target_` (a Keras class, tapefit's,
+    or yours) with its keys; a `mode: auto` next to a `monitor` becomes the direction tapefit
+    knows (the objective's, or the metric's), files land in the run directory."""
+    supplied: dict[str, Any] = {
+        "log_dir": str(run_dir / "tensorboard"),
+        "csv_path": run_dir / "steps.csv",
+        "append": append,
+    }
+    arguments = callback_arguments(node, run_dir, supplied)
+    if "filepath" in arguments:
+        Path(arguments["filepath"]).parent.mkdir(parents=True, exist_ok=True)
+        arguments.setdefault("save_weights_only", arguments["filepath"].endswith(".weights.h5"))
+    if "monitor" in arguments and "mode" in arguments:
+        arguments["mode"] = monitor_mode(
+            arguments["monitor"], arguments["mode"], f"callbacks.{name}.mode", objective
+        )
+    config = OmegaConf.create({"_target_": node._target_, **arguments})
+    return instantiate(config, f"callbacks.{name}")
+
+
+def build_callbacks(
+    settings: Any,
+    run_dir: Path,
+    before_writers: list[keras.callbacks.Callback] | None = None,
+    append: bool = False,
+    objective: Objective | None = None,
+) -> list[keras.callbacks.Callback]:
+    """The enabled callbacks of `settings` (the `callbacks` node: each callback's node by its
+    name, and `extra`), with files under `run_dir`:
+    those that change the logs or the run (early stopping, checkpoints, learning-rate
+    plateau) first, then `extra` (more callbacks named by `_target_`), then
+    `before_writers`, then those that write the logs (TensorBoard, telemetry, CSV; the CSV
+    is appended to when `append`). `objective` gives the `auto` mode of a callback watching
+    it. Monitored names are checked before training (`validation.check_logged_names`):
+    Keras would only warn and never act."""
+
+    def built(names: tuple[str, ...]) -> list[keras.callbacks.Callback]:
+        return [
+            build_callback(name, settings[name], run_dir, objective, append)
+            for name in names
+            if settings[name].enabled
+        ]
+
+    extra = [instantiate(node, f"callbacks.extra.{name}") for name, node in settings.extra.items()]
+    return [*built(ACTING), *extra, *(before_writers or []), *built(WRITERS)]

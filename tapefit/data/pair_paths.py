@@ -1,0 +1,77 @@
+"""Which files a pair-file option names: a path, a glob or a list of them, each checked to be
+a file, with errors that name the `data` option."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+from typing import Any
+
+from tapefit.errors import TapefitError
+
+
+def expand_paths(value: Any, key: str) -> list[Path]:
+    """A path, a glob (`shards/*.tsv`) or a list of either -> the files, sorted and each once;
+    a pattern that matches nothing is a one-line error naming `data.<key>`.
+
+    Args:
+        value: What `data.<key>` holds: a path or glob, or a list of them.
+        key: The option under `data` the errors name (`train_path`, ...).
+
+    Returns:
+        The files, a glob's matches sorted, each file once in the order first named.
+
+    Raises:
+        TapefitError: `value` is empty or not strings, or a glob matches no file.
+
+    Examples:
+        >>> from pathlib import Path
+        >>> for name in ("b.tsv", "a.tsv"):
+        ...     _ = Path(name).write_text("")
+        >>> [path.name for path in expand_paths(["*.tsv", "a.tsv"], "train_path")]
+        ['a.tsv', 'b.tsv']
+    """
+    patterns = [value] if isinstance(value, str) else list(value or [])
+    if not patterns or not all(isinstance(p, str) and p for p in patterns):
+        raise TapefitError(
+            f"data.{key}={value!r} must be a file, a glob such as 'shards/*.tsv', or a list of them"
+        )
+    files: list[Path] = []
+    for pattern in patterns:
+        expanded = str(Path(pattern).expanduser())
+        if glob.has_magic(expanded):
+            matched = sorted(Path(p) for p in glob.glob(expanded) if Path(p).is_file())
+            if not matched:
+                raise TapefitError(
+                    f"data.{key}: no file matches {pattern!r}: check the folder and the pattern"
+                )
+            files += matched
+        else:
+            files.append(Path(expanded))
+    return list(dict.fromkeys(files))
+
+
+def checked_file(path: str | Path) -> Path:
+    """`path` as an existing file, or a one-line error saying what it is instead.
+
+    Args:
+        path: A pair file's path (`~` expanded).
+
+    Returns:
+        The path, `~` expanded.
+
+    Raises:
+        TapefitError: `path` is a directory or does not exist.
+
+    Examples:
+        >>> checked_file("missing.tsv")
+        Traceback (most recent call last):
+        ...
+        tapefit.errors.TapefitError: pair file missing.tsv does not exist: check ...
+    """
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise TapefitError(f"pair file {path} is a directory: point the path at a file in it")
+    if not path.is_file():
+        raise TapefitError(f"pair file {path} does not exist: check data.train_path/test_path")
+    return path

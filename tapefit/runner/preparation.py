@@ -1,0 +1,133 @@
+"""The phases a run (and a sweep's trial, and a benchmark) is made of, each a function of the
+config: `prepare` the process, `build_data`, shard it across workers, `build_model`."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tapefit.config.schemas import TrainerConfig
+from tapefit.config.targets import instantiate
+from tapefit.runner.data_from_config import load_data
+from tapefit.runner.model_from_config import build_model_from_config, own_callbacks
+from tapefit.runner.spec import RunSpec
+from tapefit.runner.validation import check_logged_names
+from tapefit.training.build_from_data import build_before_training, build_step_variables
+from tapefit.training.compiling import compile_model
+from tapefit.training.export import check_exportable
+from tapefit.training.fitting import steps_of
+from tapefit.training.run_files import check_saveable
+from tapefit.training.runtime import (
+    make_strategy,
+    seed_everything,
+    set_precision,
+    shard_options,
+    worker_position,
+)
+
+log = logging.getLogger("tapefit")
+
+
+def prepare(seed: int, trainer: TrainerConfig) -> tf.distribute.Strategy:
+    """Reset Keras' global state, seed everything (`seed`), set the dtype policy; return the
+    strategy (`trainer.precision`, `trainer.strategy`, `trainer.devices`).
+
+    Run it before every model that is built in the same process (sweeps, tuner trials):
+    `clear_session` resets the dtype policy and the seed, so both are set after it.
+    """
+    keras.backend.clear_session()
+    seed_everything(seed, trainer.deterministic)
+    set_precision(trainer.precision)
+    return make_strategy(trainer.strategy, trainer.devices)
+
+
+def build_data(cfg: Any) -> Any:
+    """The run's data object: what the loader `cfg.data._target_` returns, as pipelines."""
+    return load_data(cfg)
+
+
+def sharded(data: Any, policy: str, strategy: tf.distribute.Strategy) -> Any:
+    """`data` whose splits are divided among the workers by `policy` (trainer.shard_policy).
+    `file`: this worker's training stream reads only its own files (no further split), and
+    the held-out splits are split by element."""
+    options = {name: shard_options(policy) for name in ("train", "val", "test")}
+    if policy == "file":
+        workers, index = worker_position(strategy)
+        data = data.sharded_by_file(workers, index)
+        log.info("this worker reads %d training files: %s", len(data.train_files), data.train_files)
+        options = {"train": shard_options("off"), "val": shard_options("data")}
+        options["test"] = options["val"]
+    return dataclasses.replace(
+        data,
+        **{
+            name: None if getattr(data, name) is None else getattr(data, name).with_options(option)
+            for name, option in options.items()
+        },
+    )
+
+
+@dataclass(frozen=True)
+class BuiltModel:
+    """A run's model, built, compiled and checked, with its own callbacks.
+
+    Attributes:
+        model: The compiled TapeModel.
+        own_callbacks: Its `training_callbacks(data)`, asked once: the checks used them, the
+            callback order places them.
+    """
+
+    model: keras.Model
+    own_callbacks: list[keras.callbacks.Callback]
+
+
+def build_model(
+    cfg: Any, data: Any, strategy: tf.distribute.Strategy, spec: RunSpec | None = None
+) -> keras.Model:
+    """Build the configured TapeModel and compile it, inside `strategy`'s scope; it is built
+    from the data's element spec and checked before training. `spec`: the run's, if it has
+    made it already (else made here from `cfg`)."""
+    return build_checked_model(cfg, data, strategy, spec).model
+
+
+def build_checked_model(
+    cfg: Any, data: Any, strategy: tf.distribute.Strategy, spec: RunSpec | None = None
+) -> BuiltModel:
+    """`build_model`, keeping the model's own callbacks for the run's callback order."""
+    spec = spec or RunSpec.of(cfg)
+    trainer = spec.trainer
+    with strategy.scope():
+        model = build_model_from_config(
+            cfg.model, data, spec.model_class, cfg.data.get("_target_", "the data")
+        )
+        compiled = compile_model(model, spec.compile, steps_of(data.train, trainer.steps_per_epoch))
+        build_before_training(model, data.train, f"model._target_={cfg.model._target_}")
+        build_step_variables(model, data.train)
+    if trainer.save_model:
+        check_saveable(model)  # refused now, not after training
+    if trainer.export:  # a format the model cannot go through: refused now too
+        check_exportable(model, list(trainer.export_formats))
+    own = own_callbacks(model, data)
+    metrics = compiled.get("metrics", [])
+    check_logged_names(cfg.callbacks, trainer, model, data, spec.objective_name, metrics, own)
+    return BuiltModel(model, own)
+
+
+def build_logger(node: Any) -> Any:
+    """The experiment tracker the `logger` node names by `_target_` (checked, then built).
+
+    Args:
+        node: The `logger` node, a `_target_` node (`logger=mlflow`).
+
+    Returns:
+        The tracker: an object with `start`, `callback` and `end`
+        (`tapefit.training.tracking.MLflowLogger`).
+
+    Raises:
+        TapefitError: the node names something that cannot be built with its keys.
+    """
+    return instantiate(node, "logger")

@@ -1,0 +1,481 @@
+"""Training recipes from config: learning-rate schedules, weight EMA and validation every N
+steps, each through `tapefit.run` on the digits, and together across a SIGTERM and a resume.
+The schedules' own values are tested in tests/training/test_schedules.py."""
+
+import csv
+import dataclasses
+import gc
+import itertools
+import json
+import math
+
+import keras
+import numpy as np
+import pytest
+
+import tapefit
+from tapefit.callbacks.stop_on_signal import RunInterrupted
+from tapefit.errors import TapefitError
+from tapefit.runner.validation import check_config
+from tests.helpers import scalar_tags
+
+# Tests that train whole runs (several, or over the CLI): `make test-fast` leaves them out and
+# keeps this module's formula and config checks.
+WHOLE_RUNS = pytest.mark.slow
+
+STEPS = 10  # optimizer steps per epoch: 320 digits in batches of 32
+QUICK = [
+    "data.train_limit=320",
+    "trainer.verbose=0",
+    "trainer.steps_per_execution=1",
+    "trainer.deterministic=true",
+    "callbacks.step_telemetry.every_n_steps=1",
+]
+
+
+def run(run_dir, *overrides, callbacks=()):
+    gc.collect()
+    keras.utils.set_random_seed(1234)
+    return tapefit.run(tapefit.compose([*QUICK, *overrides]), run_dir, list(callbacks))
+
+
+def steps_csv(run_dir):
+    with open(run_dir / "steps.csv") as handle:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+
+
+# -- recipe settings, checked before training (the schedules' values: test_schedules.py) ---------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["scheduler=cosine", "scheduler.warmup_fraction=1.5"], "warmup_fraction=1.5 must be in"),
+        (["scheduler=cosine", "scheduler.min_lr=0.5"], "scheduler.min_lr=0.5 must be in"),
+        (["scheduler=cosine", "scheduler.warmup_steps=500"], "leaves no step to decay over"),
+        (["scheduler=piecewise", "scheduler.milestones=[0.8,0.3]"], "must be increasing"),
+        (["scheduler=exponential", "scheduler.decay_rate=2"], "decay_rate=2 must be in (0, 1]"),
+        (["scheduler=cosine", "+scheduler.warmup=3"], "takes no argument 'warmup'"),
+        (
+            ["scheduler=cosine", "callbacks.reduce_lr_on_plateau.enabled=true"],
+            "and ReduceLROnPlateau both set the learning rate",
+        ),
+        (["trainer.val_check_interval=0"], "trainer.val_check_interval=0 must be"),
+    ],
+)
+def test_bad_recipe_settings_are_one_line_before_training(tmp_path, overrides, message):
+    with pytest.raises(TapefitError, match=None) as error:
+        run(tmp_path / "bad", *overrides)
+    assert message in str(error.value) and "\n" not in str(error.value)
+    assert json.loads((tmp_path / "bad" / "status.json").read_text())["state"] == "failed"
+    assert not (tmp_path / "bad" / "history.json").exists()
+
+
+def test_the_schedule_keys_are_checked_with_the_config(compose):
+    check_config(compose(["scheduler=linear", "scheduler.warmup_fraction=0.1"]))
+    with pytest.raises(TapefitError, match=r"scheduler.min_lrr: .*did you mean scheduler.min_lr"):
+        check_config(compose(["scheduler=linear", "+scheduler.min_lrr=0.1"]))
+
+
+# -- end to end ---------------------------------------------------------------------------
+
+
+@WHOLE_RUNS
+def test_cosine_warmup_rises_for_a_fifth_of_the_run_then_falls_to_min_lr(tmp_path):
+    peak, floor = 0.002, 1e-5
+    run_dir = tmp_path / "cosine"
+    run(
+        run_dir,
+        "trainer.epochs=3",
+        f"optimizer.learning_rate={peak}",
+        "scheduler=cosine",
+        "scheduler.warmup_fraction=0.2",
+        f"scheduler.min_lr={floor}",
+    )
+    rows = steps_csv(run_dir)
+    assert [r["step"] for r in rows] == list(range(1, 3 * STEPS + 1))
+    rates = [r["learning_rate"] for r in rows]
+    warm = round(0.2 * 3 * STEPS)
+    assert all(a < b for a, b in itertools.pairwise(rates[: warm + 1]))
+    assert rates[warm] == pytest.approx(peak, rel=1e-6)  # the step after the warmup: the peak
+    assert all(a > b for a, b in itertools.pairwise(rates[warm:]))
+    assert rates[-1] == pytest.approx(floor, rel=1e-5)  # the last step's update used min_lr
+    board = scalar_tags(run_dir / "tensorboard" / "train")
+    np.testing.assert_allclose(board["step/learning_rate"], rates, rtol=1e-6)
+    reloaded = keras.models.load_model(run_dir / "model.keras")  # the schedule deserialises
+    assert isinstance(reloaded.optimizer.learning_rate, keras.Variable) or float(
+        reloaded.optimizer.learning_rate
+    ) == pytest.approx(floor, rel=1e-4)
+
+
+class RawWeights(keras.callbacks.Callback):
+    """The model's raw (not averaged) weights after the last training step."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.weights = [np.array(w) for w in self.model.get_weights()]
+
+
+@WHOLE_RUNS
+def test_ema_weights_are_validated_tested_and_saved(tmp_path):
+    run_dir = tmp_path / "ema"
+    raw = RawWeights()
+    results = run(
+        run_dir,
+        "trainer.epochs=2",
+        "optimizer.ema=true",
+        "optimizer.ema_momentum=0.9",
+        "trainer.test_weights=last",
+        callbacks=[raw],
+    )
+    model = keras.models.load_model(run_dir / "model.keras")
+    saved = model.get_weights()
+    assert any(not np.array_equal(a, b) for a, b in zip(saved, raw.weights, strict=True))
+    data = tapefit.runner.train.build_data(tapefit.compose([*QUICK]))
+    evaluated = model.evaluate(data.test, return_dict=True, verbose=0)
+    for name, value in evaluated.items():
+        assert value == pytest.approx(results[f"test_{name}"], rel=1e-6, abs=1e-7)
+    # validation saw the averages too: the last epoch's val_loss is the saved model's
+    history = json.loads((run_dir / "history.json").read_text())
+    val = model.evaluate(data.val, return_dict=True, verbose=0)
+    assert history["val_loss"][-1] == pytest.approx(val["loss"], rel=1e-5)
+
+
+@WHOLE_RUNS
+def test_validation_every_ten_steps_in_history_and_tensorboard(tmp_path):
+    run_dir = tmp_path / "interval"
+    results = run(run_dir, "trainer.epochs=3", "trainer.val_check_interval=7")
+    history = json.loads((run_dir / "history.json").read_text())
+    intervals = math.ceil(3 * STEPS / 7)  # 7, 14, 21, 28, then the last 2 steps
+    assert len(history["val_loss"]) == results["epochs_run"] == intervals
+    board = scalar_tags(run_dir / "tensorboard" / "validation")
+    assert len(board["epoch_loss"]) == intervals
+    np.testing.assert_allclose(board["epoch_loss"], history["val_loss"], rtol=1e-6)
+    steps = steps_by_tag(run_dir / "tensorboard" / "validation", "epoch_loss")
+    assert steps == [7, 14, 21, 28, 30]
+    log = (run_dir / "tapefit.log").read_text() if (run_dir / "tapefit.log").exists() else ""
+    assert "ran out of data" not in log
+
+
+def steps_by_tag(log_dir, tag):
+    import tensorflow as tf
+
+    steps = []
+    for events in sorted(log_dir.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            steps += [event.step for value in event.summary.value if value.tag == tag]
+    return steps
+
+
+def test_validation_interval_needs_a_validation_split(tmp_path):
+    def without_validation(cfg):
+        return dataclasses.replace(tapefit.runner.train.build_data(cfg), val=None)
+
+    cfg = tapefit.compose([*QUICK, "trainer.val_check_interval=5"])
+    with pytest.raises(TapefitError, match="val_check_interval needs a validation split"):
+        tapefit.run(cfg, tmp_path / "noval", load_data=without_validation)
+
+
+class SigtermAt(keras.callbacks.Callback):
+    """SIGTERM to this process at the end of optimizer step `step`."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        import signal
+
+        if int(self.model.optimizer.iterations) == self.step:
+            signal.raise_signal(signal.SIGTERM)
+
+
+RECIPE = [
+    "trainer.epochs=3",
+    "scheduler=cosine",
+    "scheduler.warmup_fraction=0.2",
+    "optimizer.use_ema=true",
+    "trainer.val_check_interval=7",
+    "callbacks.early_stopping.enabled=true",
+    "callbacks.early_stopping.patience=2",
+]
+
+
+@WHOLE_RUNS
+def test_schedule_ema_and_intervals_resume_after_sigterm_bitwise(tmp_path):
+    whole = run(tmp_path / "whole", *RECIPE)
+    cut = tmp_path / "cut"
+    with pytest.raises(RunInterrupted):  # between the validations at steps 7 and 14
+        run(cut, *RECIPE, callbacks=[SigtermAt(10)])
+    resumed = run(cut, *RECIPE, "resume=true")
+    for name in ("history.json",):
+        assert json.loads((cut / name).read_text()) == json.loads(
+            (tmp_path / "whole" / name).read_text()
+        )
+    assert {k: v for k, v in resumed.items() if k.startswith("test_")} == {
+        k: v for k, v in whole.items() if k.startswith("test_")
+    }
+    a = keras.models.load_model(tmp_path / "whole" / "model.keras")
+    b = keras.models.load_model(cut / "model.keras")
+    for x, y in zip(a.get_weights(), b.get_weights(), strict=True):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(a.optimizer.variables, b.optimizer.variables, strict=True):
+        np.testing.assert_array_equal(np.array(x), np.array(y))
+    rows_whole, rows_cut = steps_csv(tmp_path / "whole"), steps_csv(cut)
+    assert [r["learning_rate"] for r in rows_cut] == [r["learning_rate"] for r in rows_whole]
+
+
+# -- debug presets and the learning-rate range test -----------------------------------------
+
+
+def mnist_file(path):
+    """A small file in mnist.npz's format (keras.datasets.mnist's arrays)."""
+    rng = np.random.default_rng(0)
+    arrays = {
+        "x_train": rng.integers(0, 256, (256, 28, 28), dtype=np.uint8),
+        "y_train": rng.integers(0, 10, 256, dtype=np.uint8),
+        "x_test": rng.integers(0, 256, (64, 28, 28), dtype=np.uint8),
+        "y_test": rng.integers(0, 10, 64, dtype=np.uint8),
+    }
+    np.savez(path, **arrays)
+    return path
+
+
+@WHOLE_RUNS
+@pytest.mark.parametrize("experiment", ["classifier", "mnist", "siamese"])
+def test_fast_dev_run_runs_one_batch_of_every_shipped_experiment(tmp_path, experiment):
+    extra = [f"data.path={mnist_file(tmp_path / 'mnist.npz')}"] if experiment == "mnist" else []
+    cfg = tapefit.compose([f"experiment={experiment}", "debug=fast_dev_run", *extra])
+    results = tapefit.run(cfg, tmp_path / "run")
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["state"] == "completed" and results["epochs_run"] == 1
+    assert not (tmp_path / "run" / "model.keras").exists()
+    assert (
+        not (tmp_path / "run" / "resume").exists()
+        and not (tmp_path / "run" / "tensorboard").exists()
+    )
+
+
+@WHOLE_RUNS
+def test_fast_dev_run_says_so_from_the_cli(tmp_path):
+    from tests.helpers import run_cli
+
+    result = run_cli("debug=fast_dev_run", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = (tmp_path / "tapefit.log").read_text()
+    assert "debug=fast_dev_run: 1 batch(es) of each split" in log
+    assert json.loads((tmp_path / "status.json").read_text())["state"] == "completed"
+    history = json.loads((tmp_path / "history.json").read_text())
+    assert len(history["loss"]) == 1
+
+
+@WHOLE_RUNS
+def test_overfit_reports_that_the_digits_cnn_can_learn_four_batches(tmp_path):
+    results = run(tmp_path / "overfit", "debug=overfit", "trainer.epochs=25")
+    verdict = results["overfit"]
+    assert verdict["passed"] and verdict["last_loss"] < verdict["threshold"]
+    assert verdict["threshold"] == pytest.approx(0.1 * verdict["first_loss"])
+    history = json.loads((tmp_path / "overfit" / "history.json").read_text())
+    assert verdict["last_loss"] == history["loss"][-1]
+
+
+@WHOLE_RUNS
+def test_overfit_fails_for_a_model_that_cannot_learn(tmp_path):
+    results = run(
+        tmp_path / "stuck", "debug=overfit", "trainer.epochs=3", "optimizer.learning_rate=1e-9"
+    )
+    assert results["overfit"]["passed"] is False
+
+
+@WHOLE_RUNS
+def test_numerics_names_the_op_that_first_made_a_nan(tmp_path):
+    with pytest.raises(
+        TapefitError, match=r"debug=numerics: op \w+ \(node .*\) produced the first NaN"
+    ):
+        run(tmp_path / "nan", "debug=numerics", "trainer.epochs=2", "optimizer.learning_rate=1e12")
+    assert json.loads((tmp_path / "nan" / "status.json").read_text())["state"] == "failed"
+    import tensorflow as tf
+
+    assert float(tf.math.log(tf.constant(0.0))) == -math.inf  # check-numerics is off again
+
+
+@WHOLE_RUNS
+def test_profile_writes_a_profiler_trace(tmp_path):
+    run(tmp_path / "profile", "debug=profile")
+    traces = list((tmp_path / "profile" / "tensorboard").rglob("*.xplane.pb"))
+    assert len(traces) == 1
+
+
+@WHOLE_RUNS
+def test_lr_find_suggests_a_rate_near_one_that_trains_the_digits_cnn(tmp_path):
+    from tapefit.sweeps.lr_find import find
+
+    summary = find(tapefit.compose(["tune=lr_find"]), tmp_path / "lr")
+    # Adam at 1e-3 trains the digits CNN to ~0.95 validation accuracy in 3 epochs
+    assert 1e-4 <= summary["suggested_lr"] <= 1e-2
+    rows = np.loadtxt(tmp_path / "lr" / "lr_find.csv", delimiter=",", skiprows=1)
+    assert len(rows) == summary["steps_run"] and np.all(np.diff(rows[:, 1]) > 0)
+    assert (tmp_path / "lr" / "lr_find.png").stat().st_size > 0
+    assert summary["override"] == f"optimizer.learning_rate={summary['suggested_lr']:.3g}"
+    assert not (tmp_path / "lr" / "model.keras").exists()
+    rate = f"optimizer.learning_rate={summary['suggested_lr']}"
+    trained = run(tmp_path / "trained", "data.train_limit=null", "trainer.epochs=3", rate)
+    assert trained["objective_value"] > 0.9  # validation accuracy
+
+
+def test_ema_with_several_optimizers_swaps_each_variable_with_its_own_average():
+    from tapefit.callbacks.averaging import AveragedWeights, averaged_pairs, put_averages_in
+    from tapefit.training.fitting import deferred_finalize
+    from tests.helpers import load_experiment
+
+    wgan = load_experiment("wgan_gp")
+    model = wgan.WGANGP(n_critic=2)
+    model.compile(
+        optimizer={
+            "critic": keras.optimizers.Adam(1e-3, use_ema=True, ema_momentum=0.5),
+            "generator": keras.optimizers.Adam(1e-3, use_ema=True, ema_momentum=0.5),
+        }
+    )
+    points = np.asarray(wgan.ring_of_gaussians(256), "float32")
+    with deferred_finalize(model.optimizer):  # Keras' own finalize knows one optimizer only
+        model.fit(points, batch_size=64, epochs=2, verbose=0)
+    pairs = averaged_pairs(model)
+    assert sorted(id(v) for v, _ in pairs) == sorted(id(v) for v in model.trainable_variables)
+    raw = [np.array(v) for v, _ in pairs]
+    averages = [np.array(a) for _, a in pairs]
+    assert any(not np.array_equal(r, a) for r, a in zip(raw, averages, strict=True))
+    swapper = AveragedWeights(model)
+    swapper.use_averages()
+    for (variable, _), average in zip(pairs, averages, strict=True):
+        np.testing.assert_array_equal(np.array(variable), average)
+    swapper.use_raw()
+    for (variable, _), value in zip(pairs, raw, strict=True):
+        np.testing.assert_array_equal(np.array(variable), value)
+    put_averages_in(model)
+    for (variable, _), average in zip(pairs, averages, strict=True):
+        np.testing.assert_array_equal(np.array(variable), average)
+
+
+@WHOLE_RUNS
+def test_ema_swaps_under_a_mirrored_strategy(mirrored_strategy):
+    """Two replicas (the session's strategy: another instance in this process would abort
+    its collectives): validation sees the averages, the model ends with them."""
+    from tapefit.callbacks.averaging import AveragedWeights
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(128, 4)).astype("float32")
+    y = (x @ np.array([[1.0], [-1.0], [0.5], [2.0]], "float32")).astype("float32")
+    data = tf_dataset(x, y)
+    with mirrored_strategy.scope():
+        inputs = keras.Input((4,))
+        model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.05, use_ema=True, ema_momentum=0.8), loss="mse"
+        )
+    averages = AveragedWeights(model)
+    history = model.fit(
+        data,
+        validation_data=data,
+        epochs=3,
+        verbose=0,
+        callbacks=[averages.swap_in, averages.swap_out],
+    )
+    assert not averages.averaged_in
+    final = model.evaluate(data, verbose=0, return_dict=True)["loss"]  # Keras put the averages in
+    assert history.history["val_loss"][-1] == pytest.approx(final, rel=1e-6)
+    assert history.history["val_loss"][-1] != pytest.approx(history.history["loss"][-1], rel=1e-3)
+
+
+def tf_dataset(x, y):
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
+
+
+@WHOLE_RUNS
+@pytest.mark.parametrize(("interval", "points"), [(7, 3), (10, 2)])
+def test_validation_intervals_over_a_stream_of_unknown_length(tmp_path, interval, points):
+    """The stream's length is unknown (a filter hides it): the run ends with the stream, after
+    a short last interval (7, 7, 6 of 20 steps) or exactly at an interval's end (10, 10)."""
+
+    def streamed(cfg):
+        data = tapefit.runner.train.build_data(cfg)
+        return dataclasses.replace(data, train=data.train.filter(lambda *batch: True))
+
+    cfg = tapefit.compose([*QUICK, "trainer.epochs=2", f"trainer.val_check_interval={interval}"])
+    results = tapefit.run(cfg, tmp_path / str(interval), load_data=streamed)
+    history = json.loads((tmp_path / str(interval) / "history.json").read_text())
+    assert len(history["val_loss"]) == results["epochs_run"] == points
+    assert all(math.isfinite(v) for v in history["loss"])
+    rows = steps_csv(tmp_path / str(interval))
+    assert rows[-1]["step"] == 2 * STEPS  # both passes over the stream, not a step more
+
+
+def test_ema_validation_equals_keras_swap_ema_weights_on_plain_keras():
+    """Plain Keras is the control: a keras.Model with Keras' own SwapEMAWeights validates with
+    the values a TapeModel with tapefit's AveragedWeights does. Bitwise in the first epoch
+    only: Keras swaps by adding and subtracting (a + b, then differences), which rounds the
+    raw weights it swaps back; tapefit copies them, so training goes on from them exactly."""
+    from tapefit.callbacks.averaging import AveragedWeights
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(96, 4)).astype("float32")
+    y = (x @ np.array([[1.0], [-1.0], [0.5], [2.0]], "float32")).astype("float32")
+    data = tf_dataset(x, y)
+
+    def fitted(model_class, callbacks_of):
+        keras.utils.set_random_seed(3)
+        inputs = keras.Input((4,))
+        model = model_class(inputs, keras.layers.Dense(1)(keras.layers.Dense(8)(inputs)))
+        model.compile(keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.7), loss="mse")
+        history = model.fit(
+            data, validation_data=data, epochs=3, verbose=0, callbacks=callbacks_of(model)
+        )
+        return history.history, model.get_weights()
+
+    plain, plain_weights = fitted(keras.Model, lambda m: [keras.callbacks.SwapEMAWeights()])
+
+    def ours(model):
+        averages = AveragedWeights(model)
+        return [averages.swap_in, averages.swap_out]
+
+    tape, tape_weights = fitted(tapefit.TapeModel, ours)
+    assert tape["val_loss"][0] == plain["val_loss"][0] and tape["loss"][0] == plain["loss"][0]
+    for name in ("loss", "val_loss"):
+        np.testing.assert_allclose(tape[name], plain[name], rtol=1e-5)
+    for a, b in zip(tape_weights, plain_weights, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@WHOLE_RUNS
+def test_a_search_over_the_warmup_sees_one_point_per_validation(tmp_path):
+    """Schedule keys are searchable, and a trial's objective is read per validation interval."""
+    from tapefit.config.schemas import SpaceEntry
+    from tapefit.sweeps.tuning import search
+
+    overrides = [
+        *QUICK,
+        "tune=grid",
+        "trainer.epochs=2",
+        "scheduler=cosine",
+        "trainer.val_check_interval=5",
+        "callbacks.tensorboard.enabled=false",
+    ]
+    cfg = tapefit.compose(overrides)
+    cfg.tune.space = {
+        "scheduler.warmup_fraction": SpaceEntry(type="choice", values=[0.0, 0.3]),
+    }
+    summary = search(cfg, tmp_path / "search", overrides=overrides)
+    with open(tmp_path / "search" / "trials.csv") as handle:
+        trials = list(csv.DictReader(handle))
+    assert sorted(float(t["scheduler.warmup_fraction"]) for t in trials) == [0.0, 0.3]
+    for trial in trials:
+        trial_dir = tmp_path / "search" / "trials" / trial["trial_id"]
+        history = json.loads((trial_dir / "history.json").read_text())
+        assert len(history["val_accuracy"]) == 2 * STEPS // 5  # 4 intervals of 5 steps
+        first_rate = steps_csv(trial_dir)[0]["learning_rate"]  # the first step's
+        if float(trial["scheduler.warmup_fraction"]) > 0:
+            assert first_rate == 0.0  # the warmup starts from 0
+        else:
+            assert first_rate == pytest.approx(1e-3)  # no warmup: the peak at once
+    best = max(float(t["objective_value"]) for t in trials)
+    assert summary["best_value"] == best
