@@ -103,7 +103,7 @@ def install(points: KillPoints, patch: Any) -> KillPoints:
     """Wire `points` into tapefit's run through `patch(obj, name, value)`; returns it (the
     callback to pass to `tapefit.run`)."""
     from tapefit.runner import results, run
-    from tapefit.training import checkpoints
+    from tapefit.checkpointing import checkpoints
 
     def assembled(*args: Any, **kwargs: Any) -> list:
         callbacks = original_assemble(*args, **kwargs)

@@ -88,29 +88,34 @@ def data_options(data: Any, owned: tuple[str, ...] = OWNED_DATA_KEYS) -> Pipelin
     return options
 
 
-def load_data(cfg: Any) -> Any:
-    """Call the loader `cfg.data` names and return the run's data object. The node was
+def load_data(node: Any, seed: int) -> Any:
+    """Call the loader the `data` node names and return the run's data object. The node was
     checked with the config (`check_data`); `instantiate` checks it against the loader's
-    signature as it calls it."""
-    if not has_target(cfg.data):
-        check_data(cfg.data)  # its one-line refusal
-    loader = locate(cfg.data["_target_"], "data._target_")
+    signature as it calls it.
+
+    Args:
+        node: The `data` node.
+        seed: The run's seed, given to a loader that takes `seed`.
+    """
+    if not has_target(node):
+        check_data(node)  # its one-line refusal
+    loader = locate(node["_target_"], "data._target_")
     owned = owned_keys(loader)
-    options = data_options(cfg.data, owned)
+    options = data_options(node, owned)
     accepted, takes_any = accepted_arguments(loader)
-    supplied = {"seed": cfg.seed, "batch_size": cfg.data.get("batch_size", DataOptions.batch_size)}
+    supplied = {"seed": seed, "batch_size": node.get("batch_size", DataOptions.batch_size)}
     extra = {
         key: value
         for key, value in supplied.items()
-        if (takes_any or key in accepted) and key not in cfg.data
+        if (takes_any or key in accepted) and key not in node
     }
-    returned = instantiate(cfg.data, "data", owned, **extra)
+    returned = instantiate(node, "data", owned, **extra)
     if not isinstance(returned, Mapping) and hasattr(returned, "train"):
         return returned  # a data object, as tapefit's own loaders return
     gets_batch_size = "batch_size" in extra or "batch_size" in accepted
-    for key, why in ignored_data_keys(cfg.data, returned, gets_batch_size, owned).items():
-        log.warning("data.%s=%s is ignored: %s", key, cfg.data[key], why)
-    return splits_from_loader(returned, f"data._target_={cfg.data._target_}", options, cfg.seed)
+    for key, why in ignored_data_keys(node, returned, gets_batch_size, owned).items():
+        log.warning("data.%s=%s is ignored: %s", key, node[key], why)
+    return splits_from_loader(returned, f"data._target_={node._target_}", options, seed)
 
 
 def ignored_data_keys(

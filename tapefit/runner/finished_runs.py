@@ -147,7 +147,7 @@ def load_run(run_dir: str | Path, overrides: Sequence[str], ckpt: str = "tested"
     """
     cfg, path = _config_and_model_file(Path(run_dir), overrides, ckpt)
     seed_everything(cfg.seed, False)
-    data = load_data(cfg)
+    data = load_data(cfg.data, cfg.seed)
     model = keras.models.load_model(path)
     return cfg, data, model
 

@@ -48,7 +48,7 @@ def prepare(seed: int, trainer: TrainerConfig) -> tf.distribute.Strategy:
 
 def build_data(cfg: Any) -> Any:
     """The run's data object: what the loader `cfg.data._target_` returns, as pipelines."""
-    return load_data(cfg)
+    return load_data(cfg.data, cfg.seed)
 
 
 def sharded(data: Any, policy: str, strategy: tf.distribute.Strategy) -> Any:

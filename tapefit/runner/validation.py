@@ -17,10 +17,9 @@ from tapefit.config.schemas import DebugConfig, TrainerConfig
 from tapefit.config.targets import checked_target, has_target
 from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
-from tapefit.objective import Objective, check_objective
+from tapefit.objective import check_objective
 from tapefit.runner.data_from_config import check_data
 from tapefit.runner.model_from_config import check_model, logged_metrics
-from tapefit.runner.spec import objective_of
 from tapefit.step.step_guards import OnNonFinite
 from tapefit.training.debugging import check_debug
 from tapefit.training.optimizers import check_optimizer_node, missing_target
@@ -285,9 +284,3 @@ def check_logged_objective(name: str, logged: set[str]) -> None:
     per_epoch_only = {"learning_rate", "skipped_steps"}  # not something evaluate() reports
     tests = {f"test_{n.removeprefix('val_')}" for n in logged if n not in per_epoch_only}
     check_objective(name, logged, tests)
-
-
-def checked_objective(cfg: Any) -> Objective:
-    """The objective of a search's runs, refused in one line unless its direction is stated or
-    known (whether they log it is checked in each run, once its model is built)."""
-    return objective_of(cfg)

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from tapefit.config.schemas import TuneConfig
 from tapefit.config.typed import typed
 from tapefit.objective import Objective
-from tapefit.runner.validation import checked_objective
+from tapefit.runner.spec import objective_of
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class SearchSpec:
             TapefitError: The objective's direction is `auto` and its name one `auto` does
                 not know (the first thing a search refuses after `check_config`).
         """
-        objective = checked_objective(cfg)
+        objective = objective_of(cfg)  # its direction stated or known, or refused
         tune = typed(TuneConfig, cfg.tune)
         configured = {}
         for key in tune.space:

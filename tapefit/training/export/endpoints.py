@@ -25,9 +25,6 @@ from tapefit.training.export.formats import (
 ENDPOINT = "serve"  # Keras' default endpoint name, and the first (serving_default) one
 
 
-Endpoint = tuple[Callable[..., Any], Sequence[Any]]  # (function, input signature)
-
-
 @dataclass(frozen=True)
 class ExportEndpoint:
     """One serving function: `function(*arguments)` on the Keras model, its flat input specs

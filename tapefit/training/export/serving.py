@@ -82,7 +82,7 @@ def export_for_serving(
             for name in names:
                 stage = name
                 if name == SAVED_MODEL:
-                    write_export(model, staging)
+                    write_export(model, staging, endpoints)
                     files[name] = {e.name: "saved_model.pb" for e in endpoints}
                 else:
                     written = write_format(model, endpoints, name, staging / name)

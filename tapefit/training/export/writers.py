@@ -20,7 +20,6 @@ import tensorflow as tf
 
 from tapefit.errors import TapefitError
 from tapefit.training.export.endpoints import (
-    Endpoint,
     EndpointModel,
     ExportEndpoint,
 )
@@ -154,22 +153,21 @@ def _first_problem(name: str, problems: list[str]) -> str:
     return line if len(line) <= 300 else line[:297] + "..."
 
 
-def write_endpoints(model: keras.Model, path: Path, endpoints: dict[str, Endpoint]) -> None:
-    """Write a SavedModel at `path` whose endpoints are `name -> (function, input signature)`,
-    the first of them also `serving_default`; `model` is tracked so lookup tables (a
-    `TextVectorization`'s vocabulary) travel with it."""
+def write_endpoints(model: keras.Model, path: Path, endpoints: Sequence[ExportEndpoint]) -> None:
+    """Write a SavedModel at `path` offering `endpoints` (their names, functions and named
+    input specs), the first of them also `serving_default`; `model` is tracked so lookup
+    tables (a `TextVectorization`'s vocabulary) travel with it."""
     archive = keras.export.ExportArchive()
     archive.track(model)
-    for name, (function, signature) in endpoints.items():
-        archive.add_endpoint(name, function, input_signature=list(signature))
+    for endpoint in endpoints:
+        archive.add_endpoint(endpoint.name, endpoint.function, list(endpoint.structure))
     archive.write_out(str(path), verbose=False)
 
 
-def write_export(model: keras.Model, path: Path) -> None:
-    """The model's `serving_endpoints()` when it has them, else Keras' `model.export`, whose
-    endpoint `serve` takes what `call` was built with."""
-    endpoints = getattr(model, "serving_endpoints", None)
-    if callable(endpoints):
-        write_endpoints(model, path, endpoints())
-    else:
+def write_export(model: keras.Model, path: Path, endpoints: Sequence[ExportEndpoint]) -> None:
+    """The SavedModel of `endpoints` (`serving_endpoints(model)`): the model's own, or Keras'
+    `model.export`, whose endpoint `serve` takes what `call` was built with."""
+    if endpoints[0].keras_default:
         model.export(str(path), format="tf_saved_model", verbose=False)
+    else:
+        write_endpoints(model, path, endpoints)
