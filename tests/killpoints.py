@@ -102,8 +102,8 @@ def _before(function: Any, first: Any) -> Any:
 def install(points: KillPoints, patch: Any) -> KillPoints:
     """Wire `points` into tapefit's run through `patch(obj, name, value)`; returns it (the
     callback to pass to `tapefit.run`)."""
-    from tapefit.runner import results, run
     from tapefit.checkpointing import checkpoints
+    from tapefit.runner import results, run
 
     def assembled(*args: Any, **kwargs: Any) -> list:
         callbacks = original_assemble(*args, **kwargs)

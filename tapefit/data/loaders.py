@@ -36,7 +36,7 @@ from tapefit.data.text_options import check_text_options, with_text_options
 from tapefit.errors import TapefitError
 
 LabelTypeName = Literal["graded", "binary"]
-TokenizerName = Literal["word", "wordpiece"]
+TokenizerName = Literal["word", "wordpiece", "pretrained"]
 PairPaths = str | list[str] | None  # a file, a glob ('shards/*.tsv') or a list of them
 
 

@@ -155,7 +155,9 @@ class PairData:
         """
         options = {"sequence_length": 32, "max_tokens": 20000, **self.text_options}
         wordpiece = options.get("tokenizer", "word") == "wordpiece"
-        if wordpiece:
+        if options.get("tokenizer") == "pretrained":  # the model's encoder brings its own
+            vocabulary = None
+        elif wordpiece:
             size = options.get("wordpiece_vocabulary_size", 8000)
             vocabulary = learn_wordpiece_vocabulary(self.training_texts(), size)
         else:
@@ -166,6 +168,9 @@ class PairData:
             "label_type": self.label_type,
             "label_range": list(self.label_range),
         }
+        if vocabulary is None:  # a pretrained encoder's: nothing to pass
+            del arguments["vocabulary"]
+            arguments["tokenizer"] = "pretrained"
         if wordpiece:
             arguments["tokenizer"] = "wordpiece"
         if self.has_negatives:

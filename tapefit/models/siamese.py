@@ -35,6 +35,12 @@ from tapefit.models.siamese_options import (
     check_siamese_options,
     configured_pair_loss,
 )
+from tapefit.models.siamese_pretrained import (
+    build_pretrained_encoder,
+    check_no_vocabulary,
+    check_pretrained_options,
+    uses_pretrained,
+)
 from tapefit.models.siamese_text import (
     learn_vocabulary,
     make_vectorizer,
@@ -122,10 +128,18 @@ class SiameseModel(TapeModel):
         label_range: Sequence[float] = (0.0, 5.0),
         retrieval: RetrievalOptions | None = None,
         hard_negatives: bool = False,
-        tokenizer: Literal["word", "wordpiece"] = "word",
+        tokenizer: Literal["word", "wordpiece", "pretrained"] = "word",
+        pretrained_encoder: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.pretrained = uses_pretrained(encoder) or pretrained_encoder is not None
+        if self.pretrained:
+            self._init_pretrained(
+                encoder, pretrained_encoder, vocabulary, vocab_size, sequence_length, tokenizer
+            )
+            self._init_common(loss, label_type, label_range, retrieval, hard_negatives)
+            return
         if vocabulary is None and vocab_size is None:
             raise TapefitError(
                 "SiameseModel needs a vocabulary (string inputs) or a vocab_size (token ids)"
@@ -139,6 +153,11 @@ class SiameseModel(TapeModel):
             }
         )
         self.tokenizer = parse_choice(Tokenizer, tokenizer, "model.tokenizer").value
+        if self.tokenizer == Tokenizer.pretrained:
+            raise TapefitError(
+                "tokenizer=pretrained needs a pretrained encoder to bring the tokenizer: set "
+                "model.encoder.preset (model=siamese_pretrained)"
+            )
         if self.tokenizer == Tokenizer.wordpiece and vocabulary is None:
             raise TapefitError(
                 "tokenizer=wordpiece needs a vocabulary (string inputs); a model of token ids "
@@ -150,11 +169,7 @@ class SiameseModel(TapeModel):
         # read once, here; the vectors then live in the weights and the saved config leaves
         # the path out, so a .keras file reloads without the file
         vectors = self.encoder_settings.pop("vectors", None)
-        self.loss_settings = dict(loss or {})
-        self.label_type = str(label_type)
-        self.label_range = [float(v) for v in label_range]
-        self.retrieval_settings = dict(retrieval or {})
-        self.hard_negatives = bool(hard_negatives)
+        self._init_common(loss, label_type, label_range, retrieval, hard_negatives)
         self.vectorizer = make_vectorizer(self.vocabulary, self.tokenizer, self.sequence_length)
         if self.vectorizer is not None:
             vocab_size = self.vectorizer.vocabulary_size()
@@ -163,6 +178,47 @@ class SiameseModel(TapeModel):
         self.encoder.build((None, self.sequence_length))
         if vectors:
             self.start_from_vectors(vectors)
+        self.built = True
+
+    def _init_common(
+        self,
+        loss: PairLossOptions | None,
+        label_type: str,
+        label_range: Sequence[float],
+        retrieval: RetrievalOptions | None,
+        hard_negatives: bool,
+    ) -> None:
+        self.loss_settings = dict(loss or {})
+        self.label_type = str(label_type)
+        self.label_range = [float(v) for v in label_range]
+        self.retrieval_settings = dict(retrieval or {})
+        self.hard_negatives = bool(hard_negatives)
+
+    def _init_pretrained(
+        self,
+        encoder: EncoderOptions | None,
+        layer: Any,
+        vocabulary: Any,
+        vocab_size: Any,
+        sequence_length: int,
+        tokenizer: str,
+    ) -> None:
+        """A pretrained backbone as the encoder: from `encoder.preset`, or (a reload) the
+        saved layer `layer`; strings go to it as they are, its tokenizer runs inside it."""
+        settings = dict(encoder or {})
+        self.check_options({"retrieval": {}, "loss": {}, "encoder": {}, "tokenizer": tokenizer})
+        check_no_vocabulary(vocabulary, vocab_size)
+        self.tokenizer, self.vocabulary, self.vocab_size = "pretrained", None, None
+        self.sequence_length, self.vectorizer = int(sequence_length), None
+        if layer is None:
+            check_pretrained_options(settings, tokenizer)
+            self.encoder, self.encoder_settings = build_pretrained_encoder(
+                settings, self.sequence_length
+            )
+        else:
+            if isinstance(layer, dict):
+                layer = keras.saving.deserialize_keras_object(layer)
+            self.encoder, self.encoder_settings = layer, settings
         self.built = True
 
     def start_from_vectors(self, path: str) -> None:
@@ -397,6 +453,8 @@ class SiameseModel(TapeModel):
         Returns:
             int64 token ids `(batch, sequence_length)` (word or piece ids; 0 is padding).
         """
+        if self.pretrained:  # the encoder tokenises inside itself
+            return tf.reshape(tf.convert_to_tensor(texts), [-1])
         if self.vectorizer is None:
             return texts
         return self.vectorizer(tf.reshape(texts, [-1]))
@@ -608,4 +666,9 @@ class SiameseModel(TapeModel):
             "retrieval": self.retrieval_settings,
             "hard_negatives": self.hard_negatives,
             "tokenizer": self.tokenizer,
+            **(
+                {"pretrained_encoder": keras.saving.serialize_keras_object(self.encoder)}
+                if self.pretrained
+                else {}
+            ),
         }

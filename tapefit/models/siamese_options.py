@@ -12,6 +12,7 @@ import keras
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
 from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss
+from tapefit.models.siamese_pretrained import check_pretrained_options
 from tapefit.text.wordpiece import Tokenizer
 
 
@@ -23,13 +24,14 @@ class EncoderOptions(TypedDict, total=False):
     units: int
     num_layers: int
     bidirectional: bool
-    pooling: Literal["last", "mean", "max", "first", "mean_sqrt_len"]
+    pooling: Literal["last", "mean", "max", "first", "mean_sqrt_len", "cls"] | None
     recurrent_dropout: float
     mask_padding: bool
     num_heads: int
     train_embeddings: bool
     projection: int | None  # a linear projection head of this width after the pooling
     vectors: str | None  # a GloVe/word2vec text file whose vectors start the embedding
+    preset: str | None  # a pretrained encoder's KerasHub preset or folder (siamese_pretrained)
 
 
 class RetrievalOptions(TypedDict, total=False):
@@ -74,6 +76,8 @@ def check_siamese_options(options: Mapping[str, Any]) -> None:
     if "tokenizer" in options:
         parse_choice(Tokenizer, options["tokenizer"], "model.tokenizer")
     encoder = dict(options.get("encoder") or {})
+    if "preset" in encoder:  # a pretrained encoder: its own keys only
+        check_pretrained_options(encoder, str(options.get("tokenizer", "pretrained")))
     for key in ("embedding_dim", "units", "num_layers"):
         if key in encoder and encoder[key] < 1:
             raise TapefitError(f"model.encoder.{key}={encoder[key]} must be at least 1")

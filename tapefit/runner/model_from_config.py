@@ -77,6 +77,16 @@ def check_tokenizer(model: Any, data: Any, target: Any) -> None:
     tokenizer = data.get("tokenizer")
     if tokenizer is None:  # data that decide no tokenizer (images)
         return
+    encoder = model.get("encoder")
+    preset = isinstance(encoder, DictConfig) and encoder.get("preset") is not None
+    if preset != (tokenizer == "pretrained"):
+        raise TapefitError(
+            f"model.encoder.preset brings its own tokenizer and data.tokenizer={tokenizer} "
+            "would learn another: set data.tokenizer=pretrained"
+            if preset
+            else "data.tokenizer=pretrained needs a pretrained encoder to bring the tokenizer: "
+            "use model=siamese_pretrained with model.encoder.preset=<folder or preset>"
+        )
     configured = model.get("tokenizer", tokenizer)
     if configured != tokenizer:
         raise TapefitError(

@@ -34,6 +34,7 @@ class Tokenizer(str, Enum):
 
     word = "word"  # Keras' TextVectorization: whole words, unseen ones -> one OOV id
     wordpiece = "wordpiece"  # keras-hub's WordPieceTokenizer: unseen words -> known pieces
+    pretrained = "pretrained"  # the pretrained encoder's own (model.encoder.preset): none learnt
 
 
 def keras_hub(key: str = "data.tokenizer=wordpiece") -> Any:

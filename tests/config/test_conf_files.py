@@ -21,6 +21,7 @@ NOT_WRITTEN = {
     "class_names": "from the data",
     "vocabulary": "from the data",
     "vocab_size": "token-id inputs, used from Python",
+    "pretrained_encoder": "a saved model's encoder layer; a config names model.encoder.preset",
     "sequence_length": "from the data (data.sequence_length)",
     "label_type": "from the data",
     "label_range": "from the data",

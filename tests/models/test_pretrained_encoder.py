@@ -1,0 +1,187 @@
+"""A pretrained backbone as the Siamese model's encoder: strings in, packed per batch, pooled
+over real tokens; it trains through the tape step exactly as Keras' own step trains it, and a
+saved model reloads in a fresh process without the checkpoint folder."""
+
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+pytest.importorskip("keras_hub")
+pytest.importorskip("safetensors")
+
+from tapefit import SiameseModel, TapeModel
+from tapefit.errors import TapefitError
+from tapefit.models.pretrained_encoder import PretrainedTextEncoder
+from tapefit.text.pretrained import load_pretrained
+from tests.helpers import run_in
+from tests.text.pretrained_checkpoints import (
+    tiny_backbone,
+    write_hf_folder,
+    write_keras_hub_preset,
+)
+
+TEXTS_A = ["the cat sat on the mat", "a dog runs", "birds flew over the park", "a man eats food"]
+TEXTS_B = ["a cat sits on a mat", "the dog ran", "a big bird", "the woman plays guitar"]
+LABELS = np.array([4.5, 3.5, 1.0, 0.5], dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def preset(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pretrained") / "st"
+    write_hf_folder(folder, pooling="mean")
+    return folder
+
+
+def test_texts_are_packed_and_padded_to_the_longest_text_of_the_batch(preset):
+    parts = load_pretrained(str(preset))
+    encoder = PretrainedTextEncoder(parts.backbone, parts.tokenizer, sequence_length=6)
+    features = encoder.features(tf.constant(["a cat", "the cat sat on the mat today"]))
+    ids, mask = features["token_ids"].numpy(), features["padding_mask"].numpy()
+    cls, sep = encoder.special_ids["start"], encoder.special_ids["end"]
+    assert ids.shape == (2, 6)  # the second text cut to 4 pieces + [CLS] and [SEP]
+    assert list(ids[0]) == [cls, *parts.tokenizer(["a cat"])[0], sep, 0, 0]
+    assert ids[1][0] == cls and ids[1][-1] == sep
+    assert mask.sum(axis=1).tolist() == [4, 6]
+    short = encoder.features(tf.constant(["a cat", "a dog"]))["token_ids"]
+    assert short.shape == (2, 4)  # no fixed length: the batch's longest
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "max"])
+def test_pooling_reads_only_the_real_tokens(preset, pooling):
+    parts = load_pretrained(str(preset))
+    encoder = PretrainedTextEncoder(parts.backbone, parts.tokenizer, 16, pooling=pooling)
+    texts = tf.constant(["a cat", "the quick brown fox jumps over the lazy dog"])
+    features = encoder.features(texts)
+    sequence = parts.backbone(features)["sequence_output"].numpy()
+    real = features["padding_mask"].numpy()[0]
+    first = sequence[0][real]
+    expected = {"mean": first.mean(0), "cls": first[0], "max": first.max(0)}[pooling]
+    np.testing.assert_allclose(encoder(texts).numpy()[0], expected, rtol=1e-6, atol=1e-6)
+
+
+def pair_dataset():
+    return tf.data.Dataset.from_tensor_slices(((TEXTS_A, TEXTS_B), LABELS)).batch(2)
+
+
+def test_a_saved_model_reloads_in_a_fresh_process_without_the_folder(preset, tmp_path):
+    model = SiameseModel(encoder={"preset": str(preset)}, sequence_length=16)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), **model.compile_defaults())
+    model.fit(pair_dataset(), epochs=2, verbose=0)
+    model.save(tmp_path / "model.keras")
+    expected = model.similarity(TEXTS_A, TEXTS_B)
+    np.save(tmp_path / "expected.npy", expected)
+    moved = preset.parent / "elsewhere"
+    preset.rename(moved)
+    try:
+        script = (
+            "import sys, json, keras, numpy as np, tapefit\n"
+            "model = keras.models.load_model('model.keras')\n"
+            f"got = model.similarity({TEXTS_A!r}, {TEXTS_B!r})\n"
+            "np.testing.assert_array_equal(got, np.load('expected.npy'))\n"
+            "print(type(model.encoder).__name__, model.encoder.pooling)\n"
+        )
+        done = run_in(tmp_path, [sys.executable, "-c", script])
+    finally:
+        moved.rename(preset)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-2:] == ["PretrainedTextEncoder", "mean"]
+
+
+class PooledBackbone:
+    """A pretrained backbone, masked mean pooling and a head: one `call` for both bases."""
+
+    def __init__(self, backbone, **kwargs):
+        super().__init__(**kwargs)
+        self.backbone = backbone
+        self.pool = keras.layers.GlobalAveragePooling1D()
+        self.head = keras.layers.Dense(1)
+
+    def call(self, x, training=None):
+        sequence = self.backbone(x, training=training)["sequence_output"]
+        return self.head(self.pool(sequence, mask=x["padding_mask"]))
+
+
+class KerasPooled(PooledBackbone, keras.Model):
+    pass
+
+
+class TapePooled(PooledBackbone, TapeModel):
+    pass
+
+
+def test_tapemodel_trains_a_pretrained_backbone_as_keras_own_step(preset):
+    """Bitwise: the same loaded BERT backbone (dropout on), pooling and head, trained by
+    Keras' step and by the tape's. (A functional `TapeModel(inputs, outputs)` wraps its
+    network in one more call, and TensorFlow's graph optimiser then rewrites a transformer's
+    step in a different order: equal to a few ulp, not to the bit.)"""
+    rng = np.random.default_rng(0)
+    x = {
+        "token_ids": rng.integers(5, 30, (16, 7)).astype("int32"),
+        "segment_ids": np.zeros((16, 7), "int32"),
+        "padding_mask": np.arange(7)[None, :] < rng.integers(3, 8, (16, 1)),
+    }
+    y = rng.normal(size=(16, 1)).astype("float32")
+    results = []
+    for model_class in (KerasPooled, TapePooled):
+        keras.utils.set_random_seed(3)  # the backbone's dropout seeds are drawn as it is built
+        backbone = load_pretrained(str(preset)).backbone
+        backbone.get_layer("pooled_dense").trainable = False
+        model = model_class(backbone)
+        model.compile(optimizer=keras.optimizers.AdamW(1e-3), loss="mse")
+        keras.utils.set_random_seed(11)
+        history = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+        results.append((model.get_weights(), history.history["loss"]))
+    (keras_weights, keras_loss), (tape_weights, tape_loss) = results
+    assert tape_loss == keras_loss
+    for expected, actual in zip(keras_weights, tape_weights, strict=True):
+        np.testing.assert_array_equal(actual, expected)
+    start = tiny_backbone().get_weights()
+    assert any(np.abs(a - b).max() > 1e-4 for a, b in zip(start, tape_weights, strict=False))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            {"encoder": {"preset": "X", "units": 64}},
+            "model.encoder.units means nothing beside model.encoder.preset",
+        ),
+        (
+            {"encoder": {"preset": "X"}, "vocabulary": ["a", "cat"]},
+            "model.encoder.preset brings its own tokenizer and vocabulary, so the data must "
+            "not learn one: set data.tokenizer=pretrained",
+        ),
+        ({"encoder": {"preset": None}}, "model.encoder.preset is not set"),
+        (
+            {"encoder": {"preset": "X", "pooling": "last"}},
+            "model.encoder.pooling=last: a pretrained encoder pools by mean, cls or max",
+        ),
+        (
+            {"vocabulary": ["a"], "tokenizer": "pretrained"},
+            "tokenizer=pretrained needs a pretrained encoder to bring the tokenizer",
+        ),
+        (
+            {"encoder": {"preset": "X"}, "tokenizer": "wordpiece"},
+            "model.tokenizer=wordpiece: model.encoder.preset brings its own tokenizer",
+        ),
+    ],
+    ids=["scratch-key", "vocabulary", "no-preset", "pooling", "pretrained-alone", "wordpiece"],
+)
+def test_settings_that_mean_nothing_with_a_pretrained_encoder_are_refused(
+    preset, arguments, message
+):
+    if arguments.get("encoder", {}).get("preset") == "X":
+        arguments = {**arguments, "encoder": {**arguments["encoder"], "preset": str(preset)}}
+    with pytest.raises(TapefitError) as refused:
+        SiameseModel(**arguments)
+    assert message in str(refused.value)
+
+
+def test_a_keras_hub_preset_folder_builds_the_same_model(tmp_path):
+    write_keras_hub_preset(tmp_path / "preset")
+    model = SiameseModel(encoder={"preset": str(tmp_path / "preset"), "projection": 8})
+    assert tuple(model.encode(["a cat", "a dog sat"]).shape) == (2, 8)
+    np.testing.assert_allclose(np.linalg.norm(model.encode(["a cat"]), axis=1), 1.0, rtol=1e-6)
