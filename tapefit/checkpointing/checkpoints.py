@@ -18,6 +18,7 @@ from tapefit.checkpointing.callback_state import collect
 from tapefit.errors import TapefitError
 from tapefit.files import atomic_write, to_builtin, write_json
 from tapefit.keras_compat import flatten_layers, saving_lib, write_weights
+from tapefit.step.optimizer_variables import build_at_positions, optimizer_positions
 
 PREFIX = "epoch-"
 ARRAYS = ".callbacks.npz"  # beside each checkpoint: the callbacks' arrays (best weights)
@@ -169,6 +170,11 @@ class EpochCheckpoint(keras.callbacks.Callback):
             "steps_in_epoch": steps_in_epoch,
             "history": self.history,
             "random_states": [to_builtin(v.numpy()) for v in random_states(self.model)],
+            # which variables each optimizer updates (a backbone's own optimizer updates some)
+            "optimizer_variables": optimizer_positions(
+                self.model.trainable_variables,
+                getattr(self.model, "optimizers", {"optimizer": self.model.optimizer}),
+            ),
             "metric_states": [to_builtin(v.numpy()) for v in self.model.metrics_variables],
             # an EarlyStopping (or any callback) ended training at this epoch's end
             "stop_training": bool(self.model.stop_training) and steps_in_epoch == 0,
@@ -233,9 +239,14 @@ class RestoreMetrics(keras.callbacks.Callback):
         self.states = None
 
 
-def build_optimizers(model: keras.Model) -> None:
-    """Create every optimizer's variables, so weights saved after training load into them."""
-    for optimizer in getattr(model, "optimizers", {"": model.optimizer}).values():
+def build_optimizers(model: keras.Model, positions: dict[str, list[int]] | None = None) -> None:
+    """Create every optimizer's variables, so weights saved after training load into them:
+    on the variables at their saved `positions` (`optimizer_positions`), else on all."""
+    optimizers = getattr(model, "optimizers", {"optimizer": model.optimizer})
+    unbuilt = {name: o for name, o in optimizers.items() if not o.built}
+    if positions:
+        build_at_positions(unbuilt, model.trainable_variables, positions)
+    for optimizer in unbuilt.values():
         if not optimizer.built:
             optimizer.build(model.trainable_variables)
 
@@ -261,7 +272,7 @@ def restore_latest(
             continue
         try:
             metadata = json.loads(marker.read_text())
-            build_optimizers(model)
+            build_optimizers(model, metadata.get("optimizer_variables"))
             model.load_weights(marker.with_suffix(".weights.h5"))
             states = random_states(model)
             if len(states) != len(metadata.get("random_states", [])):

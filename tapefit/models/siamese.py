@@ -20,6 +20,13 @@ import tensorflow as tf
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
 from tapefit.evaluation.retrieval import RetrievalTask, pair_task
+from tapefit.models.fine_tuning import (
+    FineTuningOptions,
+    apply_fine_tuning_gradients,
+    check_fine_tuning,
+    exclude_norms_and_biases,
+    splits_the_step,
+)
 from tapefit.models.layers import TextEncoder
 from tapefit.models.losses import pair_cosine
 from tapefit.models.siamese_evaluation import pair_report, validation_callbacks
@@ -36,9 +43,8 @@ from tapefit.models.siamese_options import (
     configured_pair_loss,
 )
 from tapefit.models.siamese_pretrained import (
-    build_pretrained_encoder,
     check_no_vocabulary,
-    check_pretrained_options,
+    pretrained_encoder_layer,
     uses_pretrained,
 )
 from tapefit.models.siamese_text import (
@@ -92,6 +98,10 @@ class SiameseModel(TapeModel):
             an unseen word is the one OOV id) or `wordpiece` (keras-hub's
             `WordPieceTokenizer`, lowercased: an unseen word is split into known pieces;
             needs `pip install 'tapefit[text]'`). Id 0 is padding either way.
+        pretrained_encoder: A saved model's `PretrainedTextEncoder` (or its config): what a
+            `.keras` file rebuilds the encoder from; a run names `encoder.preset` instead.
+        fine_tuning: With a pretrained encoder, `freeze_backbone_steps` and
+            `decay_norms_and_biases` (`tapefit.models.fine_tuning`).
         **kwargs: `keras.Model`'s keyword arguments (`name`, `dtype`, ...).
 
     Raises:
@@ -130,10 +140,15 @@ class SiameseModel(TapeModel):
         hard_negatives: bool = False,
         tokenizer: Literal["word", "wordpiece", "pretrained"] = "word",
         pretrained_encoder: Any = None,
+        fine_tuning: FineTuningOptions | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.pretrained = uses_pretrained(encoder) or pretrained_encoder is not None
+        self.fine_tuning = dict(fine_tuning or {})
+        self.freeze_backbone_steps = int(self.fine_tuning.get("freeze_backbone_steps", 0) or 0)
+        head = bool((encoder or {}).get("projection"))
+        check_fine_tuning(self.fine_tuning, self.pretrained, head)
         if self.pretrained:
             self._init_pretrained(
                 encoder, pretrained_encoder, vocabulary, vocab_size, sequence_length, tokenizer
@@ -205,20 +220,13 @@ class SiameseModel(TapeModel):
     ) -> None:
         """A pretrained backbone as the encoder: from `encoder.preset`, or (a reload) the
         saved layer `layer`; strings go to it as they are, its tokenizer runs inside it."""
-        settings = dict(encoder or {})
-        self.check_options({"retrieval": {}, "loss": {}, "encoder": {}, "tokenizer": tokenizer})
         check_no_vocabulary(vocabulary, vocab_size)
+        self.check_options({"retrieval": {}, "loss": {}, "encoder": {}, "tokenizer": tokenizer})
         self.tokenizer, self.vocabulary, self.vocab_size = "pretrained", None, None
         self.sequence_length, self.vectorizer = int(sequence_length), None
-        if layer is None:
-            check_pretrained_options(settings, tokenizer)
-            self.encoder, self.encoder_settings = build_pretrained_encoder(
-                settings, self.sequence_length
-            )
-        else:
-            if isinstance(layer, dict):
-                layer = keras.saving.deserialize_keras_object(layer)
-            self.encoder, self.encoder_settings = layer, settings
+        self.encoder, self.encoder_settings = pretrained_encoder_layer(
+            dict(encoder or {}), layer, self.sequence_length, tokenizer
+        )
         self.built = True
 
     def start_from_vectors(self, path: str) -> None:
@@ -442,6 +450,42 @@ class SiameseModel(TapeModel):
             `{name: (function, input specs)}` for the export.
         """
         return serving_endpoints(self)
+
+    # -- fine-tuning a pretrained encoder (tapefit.models.fine_tuning) ------------------------
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """`TapeModel.compile`, and no weight decay on a pretrained encoder's norms and biases.
+
+        With a pretrained encoder, LayerNorm scales and offsets and biases are left out of the
+        optimizers' weight decay unless `fine_tuning.decay_norms_and_biases`.
+
+        Args:
+            *args: `TapeModel.compile`'s positional arguments.
+            **kwargs: `TapeModel.compile`'s keyword arguments.
+        """
+        super().compile(*args, **kwargs)
+        if self.pretrained and not self.fine_tuning.get("decay_norms_and_biases", False):
+            exclude_norms_and_biases(self.optimizers)
+
+    def apply_tape_gradients(
+        self, tape: Any, loss: Any, variables: Any = None, optimizer: str | None = None
+    ) -> list:
+        """`TapeModel.apply_tape_gradients`, with the fine-tuning recipe of a pretrained encoder.
+
+        Its step updates the backbone with its own optimizer (named `backbone`) and not
+        before `freeze_backbone_steps` steps.
+
+        Args:
+            tape: The tape that recorded the forward pass.
+            loss: The step's loss.
+            variables: The variables to update; None: all (with the recipe).
+            optimizer: The optimizer's name; None: the first (with the recipe).
+
+        Returns:
+            The gradients.
+        """
+        if self.pretrained and variables is None and optimizer is None and splits_the_step(self):
+            return apply_fine_tuning_gradients(self, tape, loss)
+        return super().apply_tape_gradients(tape, loss, variables, optimizer)
 
     # -- encoding ----------------------------------------------------------------------------
     def tokens(self, texts: Any) -> tf.Tensor:
@@ -667,7 +711,10 @@ class SiameseModel(TapeModel):
             "hard_negatives": self.hard_negatives,
             "tokenizer": self.tokenizer,
             **(
-                {"pretrained_encoder": keras.saving.serialize_keras_object(self.encoder)}
+                {
+                    "pretrained_encoder": keras.saving.serialize_keras_object(self.encoder),
+                    "fine_tuning": self.fine_tuning,
+                }
                 if self.pretrained
                 else {}
             ),

@@ -11,6 +11,7 @@ import keras
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
+from tapefit.models.fine_tuning import check_fine_tuning
 from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss
 from tapefit.models.siamese_pretrained import check_pretrained_options
 from tapefit.text.wordpiece import Tokenizer
@@ -78,6 +79,9 @@ def check_siamese_options(options: Mapping[str, Any]) -> None:
     encoder = dict(options.get("encoder") or {})
     if "preset" in encoder:  # a pretrained encoder: its own keys only
         check_pretrained_options(encoder, str(options.get("tokenizer", "pretrained")))
+    check_fine_tuning(
+        dict(options.get("fine_tuning") or {}), "preset" in encoder, bool(encoder.get("projection"))
+    )
     for key in ("embedding_dim", "units", "num_layers"):
         if key in encoder and encoder[key] < 1:
             raise TapefitError(f"model.encoder.{key}={encoder[key]} must be at least 1")

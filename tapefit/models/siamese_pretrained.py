@@ -7,6 +7,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import keras
+
 from tapefit.errors import TapefitError
 from tapefit.models.pretrained_encoder import POOLINGS, PretrainedTextEncoder
 from tapefit.text.pretrained import load_pretrained
@@ -119,3 +121,24 @@ def build_pretrained_encoder(
         name="encoder",
     )
     return encoder, {"pooling": pooling, "projection": settings.get("projection")}
+
+
+def pretrained_encoder_layer(
+    settings: dict[str, Any], layer: Any, sequence_length: int, tokenizer: str
+) -> tuple[PretrainedTextEncoder, dict[str, Any]]:
+    """The Siamese model's pretrained encoder and the settings it saves: built from
+    `settings` (`model.encoder`, with `preset`), or, on reload, the saved `layer` (the
+    layer itself or its serialised config).
+
+    Example:
+        >>> pretrained_encoder_layer({"preset": None}, None, 16, "pretrained")
+        ... # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        tapefit.errors.TapefitError: model.encoder.preset is not set: ...
+    """
+    if layer is None:
+        check_pretrained_options(settings, tokenizer)
+        return build_pretrained_encoder(settings, sequence_length)
+    if isinstance(layer, dict):
+        layer = keras.saving.deserialize_keras_object(layer)
+    return layer, settings

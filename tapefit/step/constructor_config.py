@@ -150,3 +150,21 @@ def constructor_keywords(
             config[key], custom_objects=custom_objects
         )
     return config, attributes
+
+
+def forwards_all_arguments(method: Any) -> bool:
+    """Whether `method` takes exactly `(self, *args, **kwargs)`: an override that passes
+    every argument on (to `TapeModel.compile`).
+
+    Example:
+        >>> class Model:
+        ...     def compile(self, *args, **kwargs): ...
+        >>> forwards_all_arguments(Model.compile)
+        True
+    """
+    kinds = [p.kind for p in inspect.signature(method).parameters.values()]
+    return kinds == [
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.VAR_KEYWORD,
+    ]

@@ -25,6 +25,7 @@ from tapefit.keras_compat import python_utils, untracked_attributes
 from tapefit.step.constructor_config import (
     captured_arguments,
     constructor_keywords,
+    forwards_all_arguments,
     model_config,
 )
 from tapefit.step.functional import FunctionalAccess
@@ -343,9 +344,12 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         Args:
             config: What `get_compile_config` returned when the model was saved.
         """
-        if type(self).compile is not TapeModel.compile:
+        if type(self).compile is not TapeModel.compile and not forwards_all_arguments(
+            type(self).compile
+        ):
             # As Keras does for a custom compile(): its signature is the subclass's own, so
-            # the saved arguments may not fit it. The weights load; compile again by hand.
+            # the saved arguments may not fit it (one that takes *args, **kwargs and passes
+            # them on to TapeModel's is recompiled). The weights load; compile again by hand.
             warnings.warn(
                 f"compile() was not called as part of loading {type(self).__name__} because "
                 "its compile() method is custom: override get_compile_config() and "

@@ -224,7 +224,8 @@ def load_pretrained(preset: str) -> PretrainedParts:
     if not looks_like_path:
         return _named_preset(keras_hub, preset)
     try:
-        backbone = keras_hub.models.Backbone.from_preset(str(folder))
+        # the run's dtype policy (mixed precision), not the one the preset was saved with
+        backbone = keras_hub.models.Backbone.from_preset(str(folder), dtype=_policy())
     except ModuleNotFoundError as error:
         raise TapefitError(
             f"model.encoder.preset={folder} needs {error.name}: pip install 'tapefit[text]'"
@@ -245,7 +246,7 @@ def load_pretrained(preset: str) -> PretrainedParts:
 
 def _named_preset(keras_hub: Any, name: str) -> PretrainedParts:
     try:
-        backbone = keras_hub.models.Backbone.from_preset(name)
+        backbone = keras_hub.models.Backbone.from_preset(name, dtype=_policy())
         tokenizer = keras_hub.models.Tokenizer.from_preset(name)
     except Exception as error:  # a name KerasHub does not know, or no network to fetch it
         raise TapefitError(
@@ -255,6 +256,13 @@ def _named_preset(keras_hub: Any, name: str) -> PretrainedParts:
         ) from None
     check_text_backbone(backbone, name)
     return PretrainedParts(backbone, tokenizer, None, None, name)
+
+
+def _policy() -> str:
+    """The global Keras dtype policy's name (`float32`, `mixed_float16`, ...)."""
+    import keras
+
+    return keras.config.dtype_policy().name
 
 
 def check_text_backbone(backbone: Any, source: str) -> None:

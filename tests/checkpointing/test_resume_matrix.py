@@ -63,6 +63,22 @@ PLATEAU = [
     "callbacks.reduce_lr_on_plateau.patience=1",
 ]
 COUNTER = ["+callbacks.extra.counter._target_=resume_user.BatchCounter"]
+PRETRAINED = [  # 10 steps of 32 pairs; the folder is written into the user's project
+    "data=pairs_synthetic",
+    "data.train_size=320",
+    "data.val_size=64",
+    "data.test_size=64",
+    "data.batch_size=32",
+    "data.tokenizer=pretrained",
+    "model=siamese_pretrained",
+    "model.encoder.preset={project}/checkpoints/st",
+    "model.encoder.projection=8",
+    "model.fine_tuning.freeze_backbone_steps=12",
+    "+optimizers.head._target_=keras.optimizers.AdamW",
+    "+optimizers.head.learning_rate=0.001",
+    "+optimizers.backbone._target_=keras.optimizers.AdamW",
+    "+optimizers.backbone.learning_rate=0.0001",
+]
 BOTH = [*STOPPING, *PLATEAU]
 
 # Every cell trains five times, so none repeats another: EarlyStopping keeping its last weights
@@ -77,6 +93,8 @@ CELLS = {
         "callbacks.early_stopping.restore_best_weights=false",
     ],
     "user_model-both-user_callback": [*USER, *BOTH, *COUNTER],
+    # a pretrained BERT encoder (dropout), its head alone for 12 steps, its own optimizer
+    "pretrained-frozen_start-backbone_optimizer": [*PRETRAINED, *PLATEAU],
 }
 
 USER_MODULE = '''
@@ -208,7 +226,13 @@ def test_three_stops_and_resumes_end_bitwise_like_the_uninterrupted_run(
     cell, user_project, tmp_path, monkeypatch
 ):
     monkeypatch.syspath_prepend(str(user_project))
-    overrides = [f"hydra.searchpath=[file://{user_project / 'conf'}]", *COMMON, *CELLS[cell]]
+    if cell.startswith("pretrained") and not (user_project / "checkpoints").exists():
+        pytest.importorskip("keras_hub")
+        from tests.text.pretrained_checkpoints import write_hf_folder
+
+        write_hf_folder(user_project / "checkpoints" / "st")
+    cell_overrides = [o.format(project=user_project) for o in CELLS[cell]]
+    overrides = [f"hydra.searchpath=[file://{user_project / 'conf'}]", *COMMON, *cell_overrides]
 
     def run(run_dir, *extra, callbacks=()):
         gc.collect()  # what a stopped run left open (its TensorBoard writers) is closed, as at exit
