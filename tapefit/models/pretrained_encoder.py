@@ -57,6 +57,20 @@ def _first(tokenizer: Any, names: tuple[str, ...]) -> Any:
     return None
 
 
+def _tokenizer_config(tokenizer: Any) -> dict[str, Any]:
+    """The tokenizer's serialised config, with its WordPiece vocabulary written in (KerasHub
+    keeps it only as a `.keras` asset, which `from_config` alone, as `clone_model` and
+    `gradcheck` use it, would not have)."""
+    config = keras.saving.serialize_keras_object(tokenizer)
+    import keras_hub
+
+    inner = config.get("config", {})
+    wordpiece = isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer)
+    if wordpiece and inner.get("vocabulary") is None:
+        inner["vocabulary"] = list(tokenizer.get_vocabulary())
+    return config
+
+
 @keras.saving.register_keras_serializable(package="tapefit")
 class PretrainedTextEncoder(keras.layers.Layer):
     """Strings -> pooled vectors through a pretrained backbone and its own tokenizer.
@@ -177,11 +191,12 @@ class PretrainedTextEncoder(keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         """The backbone's and tokenizer's configs, the packing ids and the pooling: all a
-        reload needs (the weights and the vocabulary come from the `.keras` file)."""
+        reload needs (the weights and the vocabulary come from the `.keras` file; a WordPiece
+        vocabulary is in the config too, so `from_config` alone rebuilds a working layer)."""
         return {
             **super().get_config(),
             "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
+            "tokenizer": _tokenizer_config(self.tokenizer),
             "sequence_length": self.sequence_length,
             "pooling": self.pooling,
             "projection": self.projection_width,

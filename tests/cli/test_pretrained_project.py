@@ -4,6 +4,7 @@ serving strings, and evaluates and predicts after the checkpoint folder is gone.
 
 import csv
 import json
+import re
 import sys
 
 import numpy as np
@@ -101,6 +102,15 @@ def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(pro
     assert predicted.returncode == 0, predicted.stderr[-2000:]
     rows = list(csv.DictReader((project / "preds.csv").open()))
     assert len(rows) == 48 and set(rows[0]) == {"text1", "text2", "similarity"}
+
+    # another run starts from the fine-tuned weights (init_from), not the checkpoint's
+    warm = run_cli(
+        *FILES, "trainer.epochs=1", "init_from=runs/ft", "hydra.run.dir=runs/warm", cwd=project
+    )
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    log = (project / "runs" / "warm" / "tapefit.log").read_text()
+    loaded = re.search(r"init_from=runs/ft: (\d+) weights loaded, 0 kept", log)
+    assert loaded and int(loaded[1]) > 30, log[-2000:]
 
 
 @pytest.mark.parametrize(
