@@ -9,9 +9,9 @@ import tensorflow as tf
 pytest.importorskip("keras_hub")
 pytest.importorskip("safetensors")
 
-from tapefit import SiameseModel  # noqa: E402
-from tapefit.errors import TapefitError  # noqa: E402
-from tests.text.pretrained_checkpoints import write_hf_folder  # noqa: E402
+from tapefit import SiameseModel
+from tapefit.errors import TapefitError
+from tests.text.pretrained_checkpoints import write_hf_folder
 
 TEXTS_A = ["the cat sat on the mat", "a dog runs", "birds flew over the park", "a man eats food"]
 TEXTS_B = ["a cat sits on a mat", "the dog ran", "a big bird", "the woman plays guitar"]
