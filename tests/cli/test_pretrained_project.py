@@ -129,8 +129,13 @@ def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(pro
             ["+model.encoder.units=64"],
             "tapefit: error: model.encoder.units means nothing beside model.encoder.preset",
         ),
+        (
+            ["trainer.export=true", "trainer.export_formats=[saved_model,onnx]"],
+            "tapefit: error: trainer.export_formats: onnx cannot take SiameseModel: its "
+            "endpoints take strings",
+        ),
     ],
-    ids=["learnt-vocabulary", "missing-folder", "scratch-key"],
+    ids=["learnt-vocabulary", "missing-folder", "scratch-key", "onnx"],
 )
 def test_a_wrong_setting_stops_before_training_in_one_line(project, overrides, message):
     done = run_cli(*FILES, *overrides, "hydra.run.dir=runs/refused", cwd=project)
