@@ -41,6 +41,7 @@ import os
 import platform
 import random
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -98,7 +99,8 @@ def english_pairs(count: int, seed: int = 0) -> tuple[list[str], list[str], list
 
     Why not `tapefit.data.synthetic_pairs`: its pseudo-words split into several WordPiece
     pieces each, so its texts would be longer in tokens than the sentence-length texts a
-    MiniLM is fine-tuned on; these run 12 to 25 tokens.
+    MiniLM is fine-tuned on; with MiniLM's tokenizer these run 13 to 30 tokens, [CLS] and
+    [SEP] included (median 14).
 
     Example:
         >>> a, b, labels = english_pairs(2, seed=1)
@@ -623,6 +625,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }  # fmt: skip
     settings["checkpoint"] = str(args.checkpoint.resolve())
     rounds: dict[str, list[dict]] = {v: [] for v in variants}
+    report: dict[str, Any] = {
+        "settings": {k: str(v) for k, v in vars(args).items()},
+        "machine": machine,
+        "complete": False,  # until every round has run: a run stopped half-way keeps its rounds
+        "rounds": rounds,
+    }
     with tempfile.TemporaryDirectory(prefix="pretrained-bench-") as folder:
         texts_a, texts_b, labels = english_pairs(args.pairs, seed=0)
         pairs_file = Path(folder) / "pairs.json"
@@ -638,6 +646,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 log = Path(folder) / f"{variant}-{round_}.log"
                 result = run_child(variant, python, settings_file, log)
                 rounds[variant].append(result)
+                if args.json:
+                    args.json.write_text(json.dumps(report, indent=2) + "\n")
                 print(
                     f"  round {round_ + 1} {variant}: {result['step_s']:.3f} s/step "
                     f"({result['versions']})",
@@ -645,12 +655,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 )
     results = {variant: combine(runs) for variant, runs in rounds.items()}
     print(table(results, args), flush=True)
-    report: dict[str, Any] = {
-        "settings": {k: str(v) for k, v in vars(args).items()},
-        "machine": machine,
-        "variants": results,
-        "rounds": rounds,
-    }
+    report.update(complete=True, variants=results)
     if "tapefit" in results:
         for base in ("plain", "peer"):
             if base in results:
@@ -667,5 +672,6 @@ if __name__ == "__main__":
         here = str(Path(__file__).resolve().parent)  # experiments/: shadows no module of theirs
         sys.path[:] = [entry for entry in sys.path if entry != here]
         child(sys.argv[2], Path(sys.argv[3]))
-    else:
+    else:  # a SIGTERM ends the running variant's process and removes the temporary files too
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
         main()
