@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+import json
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -58,10 +60,35 @@ def check_rebuildable(model: keras.Model) -> None:
         config = model.get_config()
     except NotImplementedError as error:
         raise UnsaveableModelError(_refusal(name, error)) from None
+    fingerprint = _fingerprint(model)
+    if fingerprint is not None and _passed.get(model) == fingerprint:
+        return  # this model, with this config and these weight shapes, passed already
     if _rebuilds_by_constructor(type(model)):
         _check_constructor_takes(type(model), config)
         _check_nothing_left_out(model, config)
     _check_config_rebuilds(model)
+    if fingerprint is not None:
+        _passed[model] = fingerprint
+
+
+# The models that passed, with what they passed with (`_fingerprint`): a run checks before
+# training and saves after it (`model.keras`, through `TapeModel.save`), and the rebuild is the
+# costly part (a second model built in this process), so an unchanged model is checked once.
+_passed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _fingerprint(model: keras.Model) -> str | None:
+    """What the check's verdict depends on: the serialised config (classes and arguments) and
+    the weights' shapes; None when the config does not serialise (the check says why)."""
+    try:
+        with _names_kept(), ObjectSharingScope():
+            config = keras.saving.serialize_keras_object(model)
+        config.pop("compile_config", None)
+        return json.dumps(
+            [config, _weight_shapes(model) if model.built else None], sort_keys=True, default=repr
+        )
+    except Exception:  # the full check reports it
+        return None
 
 
 def _refusal(name: str, error: NotImplementedError) -> str:

@@ -436,3 +436,35 @@ def test_a_model_whose_call_cannot_build_it_is_refused(tmp_path):
     with pytest.raises(UnsaveableModelError, match="a reloaded NoCall would have no weights"):
         model.save(tmp_path / "no_call.keras")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unchanged_model_is_rebuilt_once_and_a_changed_one_again(tmp_path, monkeypatch):
+    """The rebuild (a second model) runs once per model and config: a run checks before
+    training and again when it saves; a config that changed in between is checked anew."""
+
+    class Sized(tapefit.TapeModel):
+        def __init__(self, units, **kwargs):
+            super().__init__(**kwargs)
+            self.units = units
+            self.out = keras.layers.Dense(units)
+
+        def call(self, x):
+            return self.out(x)
+
+        def get_config(self):
+            return {**super().get_config(), "units": self.units}
+
+    rebuilt = []
+    original = Sized.from_config.__func__
+    monkeypatch.setattr(
+        Sized, "from_config", classmethod(lambda c, cfg: rebuilt.append(1) or original(c, cfg))
+    )
+    model = regressor(Sized, 2)
+    model.save(tmp_path / "first.keras")
+    model.save(tmp_path / "second.keras")
+    assert len(rebuilt) == 1
+    model.units = 3  # the config no longer matches the weights: checked again, and refused
+    with pytest.raises(UnsaveableModelError, match=r"rebuilds a model with other weights"):
+        model.save(tmp_path / "changed.keras")
+    assert len(rebuilt) == 2
+    assert not (tmp_path / "changed.keras").exists()
