@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import CompactHydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from tapefit.backend import freeze_startup_objects
 from tapefit.config.schemas import config_dir
@@ -137,5 +140,39 @@ def run_search(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
     return summary
 
 
+def cli() -> None:
+    """The command line (`python -m tapefit`, the `tapefit` script): Hydra's `main`, with an
+    override of a key the config does not hold (`trainer.epoch=3`) answered by tapefit's line,
+    the closest key and exit code 2, instead of Hydra's advice to append it with `+`.
+
+    Hydra reports a failed composition itself and exits; with `HYDRA_FULL_ERROR=1` (its
+    documented switch, set for this call only) it raises instead, and every error other than
+    a misspelt key is printed as Hydra prints it (its message, exit code 1); an error raised
+    while training that is not tapefit's own one-line error ends with its whole traceback.
+    """
+    from tapefit.config.override_errors import misspelt_override_line
+
+    asked = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        main()
+    except CompactHydraException as error:  # composition, overrides, missing config files
+        line = misspelt_override_line(error)
+        if line is not None:
+            print(f"tapefit: error: {line}", file=sys.stderr)
+            sys.exit(2)
+        if asked == "1":
+            raise
+        print(error, file=sys.stderr)  # as Hydra prints it
+        if isinstance(error.__cause__, OmegaConfBaseException):
+            print(error.__cause__, file=sys.stderr)
+        sys.exit(1)
+    finally:
+        if asked is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = asked
+
+
 if __name__ == "__main__":
-    main()
+    cli()

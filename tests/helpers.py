@@ -61,7 +61,7 @@ for module, args, env in invocations:
     os.environ.update(env)
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            returned = entry.main()
+            returned = entry.cli() if module == "tapefit" else entry.main()
             # `python -m tapefit` ignores main's value; the others end with sys.exit(main())
             if module != "tapefit":
                 sys.exit(returned)

@@ -44,7 +44,14 @@ LAYERS = [
         "step.nonfinite_guard",
     },
     {"models", "data"},
-    {"config.schemas", "config.targets", "config.typecheck", "config.typed", "config.snapshot"},
+    {
+        "config.schemas",
+        "config.targets",
+        "config.typecheck",
+        "config.typed",
+        "config.snapshot",
+        "config.override_errors",
+    },
     {"config.reference"},
     {
         "training.runtime",

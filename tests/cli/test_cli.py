@@ -85,8 +85,10 @@ REFUSED = pytest.mark.xdist_group("cli_refused")  # one worker runs the shared b
 @REFUSED
 def test_misspelt_key_fails_before_training(refused):
     tmp_path, result = refused["misspelt"]
-    assert result.returncode != 0
-    assert "epocs" in result.stderr
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("tapefit: error:")]
+    assert errors == [line for line in errors if "did you mean trainer.epochs?" in line] != []
+    assert "+trainer.epocs" not in result.stderr  # not Hydra's advice to append the key
     assert not (tmp_path / "history.json").exists()
 
 

@@ -113,6 +113,23 @@ CASES: dict[str, list[Case]] = {
             [*QUICK, "+trainer.epocs=3"],
             r"trainer\.epocs is not a config key \(did you mean trainer\.epochs\?.*steps_per_epoch",
         ),
+        Case(
+            [*QUICK, "++trainer.epocs=3"],
+            r"trainer\.epocs is not a config key \(did you mean trainer\.epochs\?.*steps_per_epoch",
+        ),
+        # the ordinary form: refused while Hydra composes, so before a run directory is made
+        Case(
+            [*QUICK, "trainer.epoch=3"],
+            r"^tapefit: error: trainer\.epoch is not a config key "
+            r"\(did you mean trainer\.epochs\?\): fix the override; trainer has .*steps_per_epoch",
+            left="nothing",
+        ),
+        Case(
+            [*QUICK, "data.batchsize=8"],
+            r"data\.batchsize is not a config key \(did you mean data\.batch_size\?\).*"
+            r"add it with \+data\.batchsize=VALUE",
+            left="nothing",
+        ),
     ],
     "unknown-choice": [
         Case(
@@ -349,8 +366,8 @@ def check(case: Case, folder: Path, result) -> None:
     run_dir = folder / "run"
     assert result.returncode == case.code, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    if case.left == "nothing":  # Hydra's own message, before a run directory is chosen
-        assert re.search(case.says, result.stderr, re.S), result.stderr[-3000:]
+    if case.left == "nothing":  # refused while Hydra composes, before a run directory is chosen
+        assert re.search(case.says, result.stderr, re.S | re.M), result.stderr[-3000:]
         assert not run_dir.exists()
         return
     if case.left == "completed":
