@@ -82,7 +82,16 @@ def failure_value(cfg: DictConfig) -> float:
 
 def execute(cfg: DictConfig, output_dir: str, overrides: list[str]) -> dict:
     """One run, or a search when `tune.algorithm` is not `none` (keras-tuner's, or Optuna's
-    study for `optuna`)."""
+    study for `optuna`); an override that would do nothing in `cfg` is refused first."""
+    from tapefit.config.inert_settings import check_no_inert_overrides
+
+    try:
+        check_no_inert_overrides(cfg, overrides)
+    except TapefitError as error:
+        from tapefit.training.run_status import record_end
+
+        record_end(Path(output_dir), "failed", error=str(error))
+        raise
     if cfg.tune.algorithm == "none":
         from tapefit.callbacks.stop_on_signal import RunInterrupted
         from tapefit.config.schemas import TrainerConfig

@@ -51,6 +51,7 @@ LAYERS = [
         "config.typed",
         "config.snapshot",
         "config.override_errors",
+        "config.inert_settings",
     },
     {"config.reference"},
     {

@@ -9,20 +9,22 @@ files are added).
 
 **Run.** A page that runs commands declares, visibly in its source, the small overrides that
 keep them fast: `<!-- run: trainer.epochs=1 trainer.steps_per_epoch=2 -->`, added after each
-command (a command's own values lose); with the word `python-above`, the page's Python blocks
-above its first command run first (they write the files the commands read). Every command then
-runs through the real CLI (one process per page, `tests.helpers.run_cli_batch`), each in its own
-run directory (`hydra.run.dir=outputs/line-N`, or `hydra.sweep.dir=multirun/line-N` for a
-multirun), and must exit 0 with a `status.json` saying completed, leave the files the page
-names (`LEAVES`), end with the lines the page quotes (`ENDS`), or, where the page says it
-fails, fail with its `tapefit: error:` line and exit 2 (`FAILS`).
+command (a command's own values lose; `tune.*` ones only after a command that runs a search);
+with the word `python-above`, the page's Python blocks above its first command run first (they
+write the files the commands read). Every command then runs through the real CLI (one process
+per page, `tests.helpers.run_cli_batch`), each in its own run directory
+(`hydra.run.dir=outputs/line-N`, or `hydra.sweep.dir=multirun/line-N` for a multirun), and must
+exit 0 with a `status.json` saying completed, leave the files the page names (`LEAVES`), end
+with the lines the page quotes (`ENDS`), or, where the page says it fails, fail with its
+`tapefit: error:` line and exit 2 (`FAILS`).
 
 **Not run.** A shell block right after `<!-- commands: not-run (REASON) -->` is not run, and the
 page source says why (GPUs, a cluster, a kill between two commands, the user's own files);
 neither are the launcher's commands (tests/runner/test_scale_out.py runs the launcher). Those are
 composed with Hydra in this process, `--config-dir conf` as the CLI reads it, and pass
 tapefit's own checks of a composed config (`check_config`: ranges, unknown keys, schedules,
-debug presets), as `python -m tapefit` runs them before anything is loaded; a page marked
+debug presets; no override that would do nothing), as `python -m tapefit` runs them before
+anything is loaded; a page marked
 `<!-- commands: compose-only -->` is only composed (it names a machine this is not). A
 launcher's or a hand-started worker's `trainer.strategy=multi_worker` gets the `TF_CONFIG` the
 launcher would give it; `hparams_search=...` needs Hydra's Optuna sweeper (`tapefit[hydra-optuna]`)
@@ -169,6 +171,7 @@ def projects(tmp_path_factory):
 def test_every_command_not_run_composes_and_passes_the_config_checks(
     projects, monkeypatch, compose, page, line, command
 ):
+    from tapefit.config.inert_settings import check_no_inert_overrides
     from tapefit.launch import multi_worker_overrides
     from tapefit.runner.validation import check_config
 
@@ -185,6 +188,7 @@ def test_every_command_not_run_composes_and_passes_the_config_checks(
     if "--config-dir" in command:
         overrides = [f"hydra.searchpath=[file://{folder / 'conf'}]", *overrides]
     cfg = compose(overrides)
+    check_no_inert_overrides(cfg, overrides)  # no setting the page shows does nothing
     if not COMPOSE_ONLY.search(page.read_text()):
         check_config(cfg)
     for module in [name for name in sys.modules if name.startswith("my_project")]:
@@ -222,6 +226,19 @@ FAILS = {
 }
 
 
+def applicable(extra: list[str], words: list[str]) -> list[str]:
+    """The page's small overrides that act on the command `words`: `tune.*` ones (and
+    `tune.lr_find.*` ones) only where it runs a search (an lr_find): elsewhere they would do
+    nothing, which tapefit refuses (docs/reference/errors.md, "inert-setting")."""
+    algorithm = next((w.split("=", 1)[1] for w in words if w.startswith("tune=")), "none")
+    return [
+        word
+        for word in extra
+        if not word.startswith("tune.")
+        or (algorithm != "none" and (algorithm == "lr_find") == word.startswith("tune.lr_find."))
+    ]
+
+
 def runs_of(page: Path) -> list[tuple[int, str, list[str]]]:
     """(line, command, argv after `python -m tapefit`) of the page's commands that run."""
     small = RUN.search(page.read_text())
@@ -236,7 +253,7 @@ def runs_of(page: Path) -> list[tuple[int, str, list[str]]]:
             words.append(f"hydra.sweep.dir=multirun/line-{line}")
         elif not any(word.startswith("hydra.run.dir=") for word in words):
             words.append(f"hydra.run.dir=outputs/line-{line}")
-        found.append((line, command, [*words, *extra]))
+        found.append((line, command, [*words, *applicable(extra, words)]))
     return found
 
 

@@ -131,6 +131,21 @@ CASES: dict[str, list[Case]] = {
             left="nothing",
         ),
     ],
+    "inert-setting": [
+        Case(
+            [*QUICK, "trainer.export_formats=[onnx]"],
+            r"^trainer\.export_formats=\[onnx\] does nothing in this run: it needs "
+            r"trainer\.export=true; add that, or drop the override$",
+        ),
+        Case(
+            [*QUICK, "callbacks.early_stopping.patience=5"],
+            r"callbacks\.early_stopping\.patience=5 does nothing.*"
+            r"callbacks\.early_stopping\.enabled=true",
+        ),
+        Case([*QUICK, "tune.max_trials=4"], r"tune\.max_trials=4 does nothing.*tune=random"),
+        Case([*QUICK, "tune=random", "tune.sampler=random"], r"tune\.sampler=random.*tune=optuna"),
+        Case([*QUICK, "force_resume=true"], r"force_resume=true does nothing.*resume=true"),
+    ],
     "unknown-choice": [
         Case(
             [*QUICK, "trainer.precision=float8"],
