@@ -58,7 +58,8 @@ def read_vectors(path: str | Path, wanted: set[str]) -> dict[str, np.ndarray]:
         `{word: vector}` for the wanted words the file has.
 
     Raises:
-        TapefitError: the file is missing, or a line's width differs from the first's.
+        TapefitError: the file is missing, holds no vectors, a line's width differs from the
+            first's, or a line's values are not numbers.
 
     Example:
         >>> import tempfile, pathlib
@@ -92,11 +93,26 @@ def read_vectors(path: str | Path, wanted: set[str]) -> dict[str, np.ndarray]:
                 )
             word = parts[0]
             if word in wanted and word not in exact:  # the word as written wins
-                vectors[word] = np.asarray(parts[1:], dtype="float32")
+                vectors[word] = _numbers(parts[1:], path, number)
                 exact.add(word)
             elif word.lower() in wanted and word.lower() not in vectors:  # "Sat" for "sat"
-                vectors[word.lower()] = np.asarray(parts[1:], dtype="float32")
+                vectors[word.lower()] = _numbers(parts[1:], path, number)
+    if width is None:
+        raise TapefitError(
+            f"model.encoder.vectors={path} holds no vectors (it is empty, or not a text file "
+            "of `word v1 ... vd` lines); give a GloVe or word2vec text file"
+        )
     return vectors
+
+
+def _numbers(values: list[str], path: Path, number: int) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype="float32")
+    except ValueError:
+        raise TapefitError(
+            f"model.encoder.vectors={path}: line {number} is not a word and numbers; give a "
+            "GloVe or word2vec text file (a binary word2vec file must be converted to text)"
+        ) from None
 
 
 def match_vocabulary(
@@ -122,7 +138,8 @@ def match_vocabulary(
         The matrix and how many words were found.
 
     Raises:
-        TapefitError: the file's vectors are not `dim` wide (naming the width to set).
+        TapefitError: the file's vectors are not `dim` wide (naming the width to set), or
+            it has none of the vocabulary's words.
 
     Example:
         >>> import tempfile, pathlib, numpy as np
@@ -153,4 +170,11 @@ def match_vocabulary(
         if vector is not None:
             matrix[row] = vector
             found += 1
+    if rows and not found:
+        sample = ", ".join(word for _, word in rows[:5])
+        raise TapefitError(
+            f"model.encoder.vectors={path} has none of the vocabulary's {len(rows)} words "
+            f"({sample}, ...): give vectors for the data's language (the words are matched as "
+            "written, then lower-cased)"
+        )
     return VectorMatch(matrix, found, len(rows))

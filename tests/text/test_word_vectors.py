@@ -47,6 +47,25 @@ def test_a_vector_file_of_another_shape_is_one_line(tmp_path, text, message):
         read_vectors(tmp_path / "missing.txt", {"cat"})
 
 
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", r"holds no vectors \(it is empty, or not a text file"),
+        (b"\n\n", r"holds no vectors"),
+        (b"cat 1 x 3\n", r"line 1 is not a word and numbers; .*converted to text"),
+        (b"3 3\ncat \x00\x9f\x12\n", r"line 2 is not a word and numbers"),
+        (b"elephant 1 2 3\ngiraffe 4 5 6\n", r"has none of the vocabulary's 4 words \(cat, sat"),
+    ],
+)
+def test_a_file_that_yields_no_vectors_is_refused(tmp_path, content, message):
+    """Empty, binary and other-language files are refused, not trained from random rows."""
+    path = tmp_path / "vectors.txt"
+    path.write_bytes(content)
+    with pytest.raises(TapefitError, match=message) as refused:
+        match_vocabulary(path, VOCABULARY, np.zeros((6, 3)))
+    assert "\n" not in str(refused.value)
+
+
 @pytest.mark.slow
 def test_a_cli_run_starts_from_frozen_vectors_and_its_model_reloads_without_the_file(tmp_path):
     texts_a, texts_b, _ = PairGenerator(seed=0).pairs(300)
