@@ -48,6 +48,7 @@ def cli_run(tmp_path_factory):
             "logger=mlflow",
             "trainer.epochs=2",
             "logger.log_every_n_steps=4",
+            "logger.tags={team: nlp}",  # the form conf/logger/mlflow.yaml shows
             *QUICK,
             f"hydra.run.dir={root / 'run'}",
         ],
@@ -68,6 +69,7 @@ def test_a_cli_run_is_one_finished_mlflow_run_with_params_history_and_artifacts(
     assert run.data.params["trainer.epochs"] == "2"
     assert run.data.params["model._target_"] == "tapefit.models.Classifier"
     assert run.data.tags["tapefit.status"] == "completed"
+    assert run.data.tags["team"] == "nlp"
     run_history = json.loads((run_dir / "history.json").read_text())
     for key in ("loss", "val_loss", "val_accuracy"):
         assert history(uri, run.info.run_id, key) == list(enumerate(run_history[key]))
