@@ -74,6 +74,8 @@ def _value_type(value: Any) -> str:
     for kind, words in ((bool, "true or false"), (int, "an integer"), (float, "a number")):
         if isinstance(value, kind):
             return words
+    if isinstance(value, str) and value.startswith("${") and value.endswith("}"):
+        return f"as `{value[2:-1].lstrip('.')}`"  # an interpolation: the other key's value
     if isinstance(value, str):
         return "a string"
     if isinstance(value, list | ListConfig):

@@ -2,8 +2,11 @@
 is built: `model.dropout=abc` fails in one line, as a Hydra schema would have refused it.
 
 The hints are the target's own (`typing.get_type_hints` of a function, or of each `__init__`
-along a class's MRO, as `accepted_arguments` follows forwarded `**kwargs`); a parameter
-without a hint is checked against the type of its default (Keras' own classes have no hints).
+along a class's MRO, as `accepted_arguments` follows forwarded `**kwargs`). A parameter without
+a hint takes any value here, and the target judges it when built: a default's type is no
+promise (`weights="imagenet"` also takes None). Keras' own classes have no hints at all, so
+theirs are read from their numeric and boolean defaults, which Keras documents as such
+(`optimizer.beta_1=abc` is refused before training, not at the first step).
 A `TypedDict` hint is a schema for a nested node: its keys are checked by name ("did you
 mean") and by type. Hints this module cannot read (a class, a callable) accept any value.
 """
@@ -22,7 +25,14 @@ from tapefit.errors import TapefitError
 
 
 def parameter_types(target: Callable) -> dict[str, Any]:
-    """Each keyword argument of `target` with its type: the hint, else the default's type."""
+    """Each keyword argument of `target` that has a type hint, with that hint (for Keras' own
+    classes, also each argument with a number or a boolean as its default).
+
+    Examples:
+        >>> def build(units: int, weights="imagenet", rate: float | None = None): ...
+        >>> parameter_types(build)
+        {'units': <class 'int'>, 'rate': float | None}
+    """
     functions = []
     if inspect.isclass(target):
         for cls in target.__mro__:
@@ -51,19 +61,13 @@ def parameter_types(target: Callable) -> dict[str, Any]:
                 continue
             if parameter.name in hints:
                 found[parameter.name] = hints[parameter.name]
-            elif parameter.default not in (parameter.empty, None):
-                found[parameter.name] = _default_type(parameter.default)
+            elif _is_keras(function) and isinstance(parameter.default, bool | int | float):
+                found[parameter.name] = bool if isinstance(parameter.default, bool) else float
     return found
 
 
-def _default_type(default: Any) -> Any:
-    if isinstance(default, bool):
-        return bool
-    if isinstance(default, int | float):
-        return float  # a default of 0 says "a number" more often than "an integer"
-    if isinstance(default, str):
-        return str
-    return Any
+def _is_keras(function: Callable) -> bool:
+    return getattr(function, "__module__", "").split(".")[0] == "keras"
 
 
 def check_arguments_types(target: Callable, arguments: Mapping[str, Any], key: str) -> None:
