@@ -104,6 +104,17 @@ class PairFileSpec:
         return [self.text1_column, self.text2_column, *(c for c in optional if c is not None)]
 
     @property
+    def column_keys(self) -> dict[str, str]:
+        """Each column a row is read from, with the config key that names it."""
+        keys = {
+            "data.text1_column": self.text1_column,
+            "data.text2_column": self.text2_column,
+            "data.label_column": self.label_column,
+            "data.negative_column": self.negative_column,
+        }
+        return {column: key for key, column in keys.items() if column is not None}
+
+    @property
     def positive_label(self) -> float:
         """The label of a row in a file without a label column: the most similar."""
         return 1.0 if self.label_type == LabelType.binary else self.label_range[1]
@@ -159,18 +170,29 @@ def _parse_label(raw: Any, spec: PairFileSpec) -> float:
     return label
 
 
-def _column_index(name: str, header: list[str] | None, path: Path) -> int:
+def _column_index(name: str, header: list[str] | None, path: Path, spec: PairFileSpec) -> int:
+    key = spec.column_keys.get(name, "data.text1_column")
     if header is None:
         if not str(name).isdigit():
             raise TapefitError(
-                f"{path}: column {name!r} must be a 0-based index when data.header=false"
+                f"{path}: {key}={name!r} must be a 0-based index when data.header=false"
             )
         return int(name)
     if name in header:
         return header.index(name)
     if str(name).isdigit() and int(name) < len(header):
         return int(name)
-    raise TapefitError(f"{path}: no column {name!r} in the header; it has {header}")
+    raise TapefitError(f"{path}: no column {name!r} in the header; it has {header}: {_fix(key)}")
+
+
+def _fix(key: str) -> str:
+    """How to point `key` (data.text1_column, ...) at the file's own names."""
+    fix = f"set {key} to one of them"
+    if key == "data.label_column":
+        fix += " (data.label_column=null: a file without labels, every row a positive pair)"
+    elif key == "data.negative_column":
+        fix += " (data.negative_column=null: no hard negatives)"
+    return fix
 
 
 def _text_encoding(spec: PairFileSpec) -> str:
@@ -200,7 +222,7 @@ def _delimited_records(path: Path, kind: str, spec: PairFileSpec):
                     if isinstance(error, ValueError)
                     else f"{path}:1: unreadable header ({error})"
                 ) from error
-        columns = [_column_index(name, header, path) for name in spec.columns]
+        columns = [_column_index(name, header, path, spec) for name in spec.columns]
         needed = max(columns) + 1 if header is None else max(len(header), max(columns) + 1)
         while True:
             first = reader.line_num + 1
@@ -261,9 +283,20 @@ def _jsonl_records(path: Path, spec: PairFileSpec):
             except json.JSONDecodeError as error:
                 yield number, number, ValueError(f"invalid JSON ({error.msg})")
                 continue
-            missing = [key for key in keys if not isinstance(record, dict) or key not in record]
+            if not isinstance(record, dict):
+                yield number, number, ValueError(f"a JSON {type(record).__name__}, not an object")
+                continue
+            missing = [key for key in keys if key not in record]
             if missing:
-                yield number, number, ValueError(f"missing key(s) {missing}")
+                key = spec.column_keys[missing[0]]
+                yield (
+                    number,
+                    number,
+                    ValueError(
+                        f"no key {missing[0]!r} in the record; it has {sorted(record)} "
+                        f"({_fix(key)})"
+                    ),
+                )
                 continue
             yield number, number, tuple(record[key] for key in keys)
 
@@ -275,6 +308,7 @@ class RowCount:
     lines: int = 0
     rows: int = 0
     skipped: list[int] = field(default_factory=list)
+    first_reason: str = ""  # why the first skipped record was bad
 
 
 def pair_rows(
@@ -298,6 +332,7 @@ def pair_rows(
             except ValueError as error:
                 if spec.on_bad_line == OnBadLine.skip:
                     count.skipped.extend(range(first, last + 1))
+                    count.first_reason = count.first_reason or str(error)
                     continue
                 raise TapefitError(
                     f"{path}:{first}: {error}; fix the line or set data.on_bad_line=skip"
@@ -312,9 +347,11 @@ def pair_rows(
     skipped = count.skipped
     if skipped and len(skipped) > spec.max_skipped_fraction * count.lines:
         raise TapefitError(
-            f"{path}: {len(skipped)} of {count.lines} lines are bad (from line {skipped[0]}), "
-            f"more than data.max_skipped_fraction={spec.max_skipped_fraction}: fix the file "
-            "(an unterminated quote swallows the lines after it) or raise the fraction"
+            f"{path}: {len(skipped)} of {count.lines} lines are bad (from line {skipped[0]}: "
+            f"{count.first_reason}), "
+            f"more than data.max_skipped_fraction={spec.max_skipped_fraction}: fix the file"
+            + (" (an unterminated quote swallows the lines after it)" if kind != "jsonl" else "")
+            + " or raise the fraction"
         )
     if not count.rows:
         detail = f" ({len(skipped)} bad lines skipped)" if skipped else ""

@@ -71,7 +71,8 @@ def test_jsonl(tmp_path):
         (
             "keys.jsonl",
             '{"text1": "a", "label": 1}\n',
-            r"keys\.jsonl:1: missing key\(s\) \['text2'\]",
+            r"keys\.jsonl:1: no key 'text2' in the record; it has \['label', 'text1'\] "
+            r"\(set data\.text2_column to one of them\)",
         ),
         ("quote.csv", 'text1,text2,label\n"a,b,1\n', r"quote\.csv:2: unterminated quote"),
     ],
@@ -82,12 +83,38 @@ def test_bad_lines_name_file_and_line(tmp_path, name, content, message):
     assert "data.on_bad_line=skip" in str(caught.value)
 
 
-def test_missing_column_lists_the_header(tmp_path):
+def test_missing_column_lists_the_header_and_the_key_to_set(tmp_path):
     path = write(tmp_path / "p.csv", "sentence1,sentence2,score\na,b,1\n")
     with pytest.raises(
-        TapefitError, match=r"no column 'text1' in the header; it has \['sentence1'"
+        TapefitError,
+        match=r"no column 'text1' in the header; it has \['sentence1', 'sentence2', 'score'\]: "
+        r"set data\.text1_column to one of them$",
     ):
         read_pair_file(path, PairFileSpec())
+    unlabelled = write(tmp_path / "u.csv", "text1,text2\na,b\n")  # what predict is given
+    with pytest.raises(TapefitError, match=r"no column 'label'.*data\.label_column=null: a file"):
+        read_pair_file(unlabelled, PairFileSpec())
+    rows = read_pair_file(unlabelled, PairFileSpec(label_column=None))  # as the message says
+    assert rows.labels.tolist() == [5.0]
+
+
+def test_jsonl_records_with_other_keys_name_them_and_the_keys_to_set(tmp_path):
+    """The mistake a new user makes with STS-style JSON lines, with and without skipping."""
+    lines = "".join(f'{{"sentence1": "a{i}", "sentence2": "b", "score": 1}}\n' for i in range(30))
+    path = write(tmp_path / "sts.jsonl", lines)
+    with pytest.raises(TapefitError) as refused:
+        read_pair_file(path, PairFileSpec())
+    assert str(refused.value) == (
+        f"{path}:1: no key 'text1' in the record; it has ['score', 'sentence1', 'sentence2'] "
+        "(set data.text1_column to one of them); fix the line or set data.on_bad_line=skip"
+    )
+    with pytest.raises(TapefitError) as skipped:
+        read_pair_file(path, PairFileSpec(on_bad_line="skip"))
+    message = str(skipped.value)
+    assert "30 of 30 lines are bad (from line 1: no key 'text1'" in message
+    assert "data.text1_column" in message and "unterminated quote" not in message
+    spec = PairFileSpec(text1_column="sentence1", text2_column="sentence2", label_column="score")
+    assert len(read_pair_file(path, spec).labels) == 30
 
 
 @pytest.mark.parametrize("content", ["", "text1,text2,label\n"])

@@ -312,7 +312,8 @@ CASES: dict[str, list[Case]] = {
         ),
         Case(
             [*PAIR_FILE, "data.on_bad_line=skip"],
-            r"260 of 300 lines are bad \(from line 42\), more than data\.max_skipped_fraction",
+            r"260 of 300 lines are bad \(from line 42: unterminated quote.*\), more than "
+            r"data\.max_skipped_fraction",
             files=write("pairs.csv", HEADER + pair_lines(40) + '"open,b,1\n' + pair_lines(300, 41)),
         ),
     ],
