@@ -323,7 +323,7 @@ def pair_files(
     train_path: PairPaths = None,
     validation_path: PairPaths = None,
     test_path: PairPaths = None,
-    format: Literal["auto", "csv", "tsv", "jsonl"] = "auto",
+    format: Literal["auto", "csv", "tsv", "jsonl", "json", "parquet"] = "auto",
     text1_column: str | int = "text1",
     text2_column: str | int = "text2",
     label_column: str | int | None = "label",
@@ -360,7 +360,8 @@ def pair_files(
         train_path: The training pairs: a file, a glob ('shards/*.tsv') or a list of them.
         validation_path: Validation pairs (required with `stream`); None: split off training.
         test_path: Test pairs; None: split off training (or none, with `stream`).
-        format: csv, tsv or jsonl; `auto` goes by each file's extension.
+        format: csv, tsv, jsonl, json (an array of objects) or parquet; `auto` goes by each
+            file's extension.
         text1_column: The first text's column: a header name, or a 0-based index without one.
         text2_column: The second text's column.
         label_column: The label's column; None: every row is a positive pair (its label the

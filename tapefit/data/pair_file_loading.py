@@ -149,7 +149,9 @@ def streamed_pair_files(
         tapefit.errors.TapefitError: data.stream=true reads validation pairs from their own ...
     """
     if not paths["train"]:
-        raise TapefitError("data=pairs_file needs data.train_path=/path/to/train.{csv,tsv,jsonl}")
+        raise TapefitError(
+            "data=pairs_file needs data.train_path=/path/to/train.{csv,tsv,jsonl,json,parquet}"
+        )
     if not paths["val"]:
         raise TapefitError(
             "data.stream=true reads validation pairs from their own files: give "

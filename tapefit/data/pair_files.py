@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import codecs
-import csv
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
@@ -16,6 +14,7 @@ import numpy as np
 
 from tapefit.choices import choice_enum, parse_choice
 from tapefit.data.pair_paths import checked_file
+from tapefit.data.pair_records import QUOTING, file_records
 from tapefit.errors import TapefitError
 
 
@@ -33,6 +32,8 @@ class FileFormat(str, Enum):
     csv = "csv"
     tsv = "tsv"
     jsonl = "jsonl"
+    json = "json"  # a JSON array of objects (a .json file of JSON lines is read as such)
+    parquet = "parquet"
 
 
 class OnBadLine(str, Enum):
@@ -42,14 +43,17 @@ class OnBadLine(str, Enum):
     skip = "skip"
 
 
-QUOTING = {
-    "minimal": csv.QUOTE_MINIMAL,
-    "none": csv.QUOTE_NONE,
-    "all": csv.QUOTE_ALL,
-    "nonnumeric": csv.QUOTE_NONNUMERIC,
-}
 Quoting = choice_enum("Quoting", QUOTING)
-FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+DELIMITED = ("csv", "tsv")
+FORMATS = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".txt": "tsv",
+    ".jsonl": "jsonl",
+    ".json": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
 
 
 @dataclass
@@ -151,7 +155,7 @@ def resolve_format(path: Path, spec: PairFileSpec) -> str:
     if path.suffix.lower() not in FORMATS:
         raise TapefitError(
             f"{path}: cannot tell the format from {path.suffix!r}; "
-            "set data.format=csv, tsv or jsonl"
+            "set data.format=csv, tsv, jsonl, json or parquet"
         )
     return FORMATS[path.suffix.lower()]
 
@@ -168,137 +172,6 @@ def _parse_label(raw: Any, spec: PairFileSpec) -> float:
     if spec.label_type == LabelType.binary and label not in (0.0, 1.0):
         raise ValueError(f"label {label} is not 0 or 1 (data.label_type=binary)")
     return label
-
-
-def _column_index(name: str, header: list[str] | None, path: Path, spec: PairFileSpec) -> int:
-    key = spec.column_keys.get(name, "data.text1_column")
-    if header is None:
-        if not str(name).isdigit():
-            raise TapefitError(
-                f"{path}: {key}={name!r} must be a 0-based index when data.header=false"
-            )
-        return int(name)
-    if name in header:
-        return header.index(name)
-    if str(name).isdigit() and int(name) < len(header):
-        return int(name)
-    raise TapefitError(f"{path}: no column {name!r} in the header; it has {header}: {_fix(key)}")
-
-
-def _fix(key: str) -> str:
-    """How to point `key` (data.text1_column, ...) at the file's own names."""
-    fix = f"set {key} to one of them"
-    if key == "data.label_column":
-        fix += " (data.label_column=null: a file without labels, every row a positive pair)"
-    elif key == "data.negative_column":
-        fix += " (data.negative_column=null: no hard negatives)"
-    return fix
-
-
-def _text_encoding(spec: PairFileSpec) -> str:
-    """The codec to open files with: UTF-8 drops a byte-order mark."""
-    return "utf-8-sig" if codecs.lookup(spec.encoding).name == "utf-8" else spec.encoding
-
-
-def _delimited_records(path: Path, kind: str, spec: PairFileSpec):
-    """Yield `(first_line, last_line, (text1, text2, label) or error)` from a CSV/TSV file;
-    a record spans several lines when a quoted field does."""
-    delimiter = spec.delimiter or ("," if kind == "csv" else "\t")
-    with path.open(newline="", encoding=_text_encoding(spec)) as file:
-        quoting = QUOTING[spec.quoting.value]
-        reader = csv.reader(file, delimiter=delimiter, quoting=quoting, strict=True)
-        header = None
-        if spec.header:
-            try:
-                header = next(reader)
-            except StopIteration:
-                return
-            except UnicodeDecodeError:
-                raise  # named with the data.encoding option by read_pair_file
-            except (csv.Error, ValueError) as error:  # ValueError: QUOTE_NONNUMERIC
-                raise TapefitError(
-                    f"{path}:1: unreadable header ({error}); with data.quoting=nonnumeric "
-                    "quote the header's names"
-                    if isinstance(error, ValueError)
-                    else f"{path}:1: unreadable header ({error})"
-                ) from error
-        columns = [_column_index(name, header, path, spec) for name in spec.columns]
-        needed = max(columns) + 1 if header is None else max(len(header), max(columns) + 1)
-        while True:
-            first = reader.line_num + 1
-            try:
-                fields = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as error:
-                yield (
-                    first,
-                    reader.line_num,
-                    ValueError(
-                        f"unterminated quote: the quoted field opened here runs to line "
-                        f"{reader.line_num} ({error}); close it, or set data.quoting=none"
-                    ),
-                )
-                continue
-            except UnicodeDecodeError:
-                raise
-            except ValueError as error:  # QUOTE_NONNUMERIC meeting an unquoted text
-                yield (
-                    first,
-                    reader.line_num,
-                    ValueError(
-                        f"an unquoted field that is not a number ({error}); with "
-                        "data.quoting=nonnumeric every text must be quoted"
-                    ),
-                )
-                continue
-            if not fields:
-                continue
-            if max(columns) >= len(fields) or (header is not None and len(fields) < needed):
-                spans = reader.line_num > first
-                hint = (
-                    f" (a quote opened here runs to line {reader.line_num}: is it unterminated?)"
-                    if spans
-                    else ""
-                )
-                yield (
-                    first,
-                    reader.line_num,
-                    ValueError(f"{len(fields)} fields where {needed} were expected{hint}"),
-                )
-                continue
-            # Trailing fields beyond the ones selected (source columns of STS files) are kept.
-            yield first, reader.line_num, tuple(fields[i] for i in columns)
-
-
-def _jsonl_records(path: Path, spec: PairFileSpec):
-    """Yield `(line, line, (text1, text2, label) or error)` from a JSON-lines file."""
-    keys = spec.columns
-    with path.open(encoding=_text_encoding(spec)) as file:
-        for number, line in enumerate(file, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                yield number, number, ValueError(f"invalid JSON ({error.msg})")
-                continue
-            if not isinstance(record, dict):
-                yield number, number, ValueError(f"a JSON {type(record).__name__}, not an object")
-                continue
-            missing = [key for key in keys if key not in record]
-            if missing:
-                key = spec.column_keys[missing[0]]
-                yield (
-                    number,
-                    number,
-                    ValueError(
-                        f"no key {missing[0]!r} in the record; it has {sorted(record)} "
-                        f"({_fix(key)})"
-                    ),
-                )
-                continue
-            yield number, number, tuple(record[key] for key in keys)
 
 
 @dataclass
@@ -321,9 +194,7 @@ def pair_rows(
     path = checked_file(path)
     kind = resolve_format(path, spec)
     count = count if count is not None else RowCount()
-    records = (
-        _jsonl_records(path, spec) if kind == "jsonl" else _delimited_records(path, kind, spec)
-    )
+    records = file_records(path, kind, spec)
     try:
         for first, last, record in records:
             count.lines += last - first + 1
@@ -350,7 +221,7 @@ def pair_rows(
             f"{path}: {len(skipped)} of {count.lines} lines are bad (from line {skipped[0]}: "
             f"{count.first_reason}), "
             f"more than data.max_skipped_fraction={spec.max_skipped_fraction}: fix the file"
-            + (" (an unterminated quote swallows the lines after it)" if kind != "jsonl" else "")
+            + (" (an unterminated quote swallows the lines after it)" if kind in DELIMITED else "")
             + " or raise the fraction"
         )
     if not count.rows:

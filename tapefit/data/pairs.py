@@ -255,7 +255,9 @@ def file_splits(
     """Read `paths` (`train`, `val`, `test`; only `train` is required); split parts without a
     file of their own off train. Returns the splits and the number of skipped lines."""
     if not paths.get("train"):
-        raise TapefitError("data=pairs_file needs data.train_path=/path/to/train.{csv,tsv,jsonl}")
+        raise TapefitError(
+            "data=pairs_file needs data.train_path=/path/to/train.{csv,tsv,jsonl,json,parquet}"
+        )
     splits, skipped = {}, 0
     keys = {"train": "train_path", "test": "test_path", "val": "validation_path"}
     for name in ("train", "test", "val"):
