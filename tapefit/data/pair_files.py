@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tapefit.choices import choice_enum, parse_choice
-from tapefit.data.pair_paths import checked_file
+from tapefit.data.pair_paths import checked_file, is_saved_dataset
 from tapefit.data.pair_records import QUOTING, file_records
 from tapefit.errors import TapefitError
 
@@ -34,6 +34,7 @@ class FileFormat(str, Enum):
     jsonl = "jsonl"
     json = "json"  # a JSON array of objects (a .json file of JSON lines is read as such)
     parquet = "parquet"
+    hf_dataset = "hf_dataset"  # a folder written by `datasets.Dataset.save_to_disk`
 
 
 class OnBadLine(str, Enum):
@@ -152,10 +153,12 @@ def resolve_format(path: Path, spec: PairFileSpec) -> str:
     """The file's format: as configured, or from its extension when `auto`."""
     if spec.format != FileFormat.auto:
         return spec.format.value
+    if is_saved_dataset(path):
+        return "hf_dataset"
     if path.suffix.lower() not in FORMATS:
         raise TapefitError(
             f"{path}: cannot tell the format from {path.suffix!r}; "
-            "set data.format=csv, tsv, jsonl, json or parquet"
+            "set data.format=csv, tsv, jsonl, json, parquet or hf_dataset"
         )
     return FORMATS[path.suffix.lower()]
 

@@ -51,8 +51,14 @@ def expand_paths(value: Any, key: str) -> list[Path]:
     return list(dict.fromkeys(files))
 
 
+def is_saved_dataset(path: Path) -> bool:
+    """Whether `path` is a Hugging Face dataset written by `Dataset.save_to_disk`."""
+    return (path / "state.json").is_file() and (path / "dataset_info.json").is_file()
+
+
 def checked_file(path: str | Path) -> Path:
-    """`path` as an existing file, or a one-line error saying what it is instead.
+    """`path` as an existing file (or a Hugging Face `save_to_disk` folder), or a one-line
+    error saying what it is instead.
 
     Args:
         path: A pair file's path (`~` expanded).
@@ -61,7 +67,8 @@ def checked_file(path: str | Path) -> Path:
         The path, `~` expanded.
 
     Raises:
-        TapefitError: `path` is a directory or does not exist.
+        TapefitError: `path` is another directory (a DatasetDict's: naming its splits) or does
+            not exist.
 
     Examples:
         >>> checked_file("missing.tsv")
@@ -70,6 +77,14 @@ def checked_file(path: str | Path) -> Path:
         tapefit.errors.TapefitError: pair file missing.tsv does not exist: check ...
     """
     path = Path(path).expanduser()
+    if is_saved_dataset(path):
+        return path  # a Hugging Face `save_to_disk` folder: read as one file
+    if (path / "dataset_dict.json").is_file():
+        splits = sorted(p.name for p in path.iterdir() if is_saved_dataset(p))
+        raise TapefitError(
+            f"pair file {path} is a Hugging Face DatasetDict with splits {', '.join(splits)}: "
+            f"point each path at one split's folder ({path / (splits or ['train'])[0]})"
+        )
     if path.is_dir():
         raise TapefitError(f"pair file {path} is a directory: point the path at a file in it")
     if not path.is_file():

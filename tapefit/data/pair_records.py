@@ -1,10 +1,11 @@
 """The records of one pair file, format by format: `(first_line, last_line, fields or error)`.
 
 CSV/TSV (a record spans several lines when a quoted field does), JSON lines, a JSON array of
-objects, and Parquet (read a row group at a time, the needed columns only). In a JSON array and
-a Parquet file a "line" is the record's position, from 1. Every reader selects the columns the
-spec names (`PairFileSpec.columns`) and refuses, in one line naming the file's own names and the
-`data.*_column` key to set, a file that has none by that name.
+objects, Parquet (read a row group at a time, the needed columns only) and a Hugging Face
+dataset folder (`save_to_disk`; memory-mapped, read in batches of the needed columns). In a JSON
+array, a Parquet file and a dataset a "line" is the record's position, from 1. Every reader
+selects the columns the spec names (`PairFileSpec.columns`) and refuses, in one line naming the
+file's own names and the `data.*_column` key to set, a file that has none by that name.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def file_records(path: Path, kind: str, spec: PairFileSpec) -> Iterator[Record]:
     """The records of `path` read as `kind` (csv, tsv, jsonl, json or parquet)."""
     if kind == "parquet":
         return _parquet_records(path, spec)
+    if kind == "hf_dataset":
+        return _saved_dataset_records(path, spec)
     if kind == "json":
         return _json_records(path, spec)
     if kind == "jsonl":
@@ -206,16 +209,41 @@ def _parquet_records(path: Path, spec: PairFileSpec) -> Iterator[Record]:
         table = parquet.ParquetFile(path)
     except Exception as error:  # pyarrow's ArrowInvalid and OSError alike
         raise TapefitError(f"{path} is not a readable Parquet file ({error})") from None
-    names = table.schema_arrow.names
-    for column in spec.columns:
-        if column not in names:
-            key = spec.column_keys[column]
-            raise TapefitError(f"{path}: no column {column!r}; it has {names}: {column_fix(key)}")
+    _check_columns(path, table.schema_arrow.names, spec)
     number = 0
     for batch in table.iter_batches(columns=list(dict.fromkeys(spec.columns))):
         for record in batch.to_pylist():
             number += 1
             yield number, number, _selected(record, spec)
+
+
+def _saved_dataset_records(path: Path, spec: PairFileSpec) -> Iterator[Record]:
+    """A folder written by `datasets.Dataset.save_to_disk`, in batches of the needed columns."""
+    try:
+        import datasets
+    except ImportError:
+        raise TapefitError(
+            f"{path} is a Hugging Face dataset: reading it needs the datasets package, pip "
+            "install 'tapefit[data]'"
+        ) from None
+    try:
+        dataset = datasets.load_from_disk(str(path))
+    except Exception as error:  # a folder datasets cannot read, whatever the reason
+        raise TapefitError(f"{path} is not a readable Hugging Face dataset ({error})") from None
+    _check_columns(path, dataset.column_names, spec)
+    columns = list(dict.fromkeys(spec.columns))
+    number = 0
+    for batch in dataset.select_columns(columns).iter(batch_size=1024):
+        for values in zip(*(batch[column] for column in columns), strict=True):
+            number += 1
+            yield number, number, _selected(dict(zip(columns, values, strict=True)), spec)
+
+
+def _check_columns(path: Path, names: list[str], spec: PairFileSpec) -> None:
+    for column in spec.columns:
+        if column not in names:
+            key = spec.column_keys[column]
+            raise TapefitError(f"{path}: no column {column!r}; it has {names}: {column_fix(key)}")
 
 
 def _selected(record: Any, spec: PairFileSpec) -> Any:

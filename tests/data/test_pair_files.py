@@ -126,7 +126,9 @@ def test_empty_files_are_errors(tmp_path, content):
 def test_missing_file_and_unknown_extension(tmp_path):
     with pytest.raises(TapefitError, match="does not exist"):
         read_pair_file(tmp_path / "absent.csv", PairFileSpec())
-    with pytest.raises(TapefitError, match=r"set data\.format=csv, tsv, jsonl, json or parquet"):
+    with pytest.raises(
+        TapefitError, match=r"set data\.format=csv, tsv, jsonl, json, parquet or hf_dataset"
+    ):
         read_pair_file(write(tmp_path / "p.dat", "x"), PairFileSpec())
 
 

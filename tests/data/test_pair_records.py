@@ -107,14 +107,39 @@ def test_unreadable_files_are_one_line(tmp_path, name, content, message):
     assert "\n" not in str(refused.value)
 
 
+def test_a_hugging_face_dataset_folder_reads_as_its_parquet_twin(tmp_path):
+    """`save_to_disk` folders, as sentence-transformers users have STS-b and NLI: one split's
+    folder reads like a file; a DatasetDict folder is refused, naming its splits."""
+    datasets = pytest.importorskip("datasets")
+    records = sts_records(300)
+    split = datasets.Dataset.from_list(records)
+    split.save_to_disk(tmp_path / "sts" / "train")
+    datasets.DatasetDict({"train": split, "test": split}).save_to_disk(tmp_path / "sts_dict")
+    parquet = write_parquet(tmp_path / "train.parquet", records)
+    from_folder = read_pair_file(tmp_path / "sts" / "train", STS)
+    from_parquet = read_pair_file(parquet, STS)
+    assert list(from_folder.texts_a) == list(from_parquet.texts_a)
+    np.testing.assert_array_equal(from_folder.labels, from_parquet.labels)
+    with pytest.raises(TapefitError) as refused:
+        read_pair_file(tmp_path / "sts_dict", STS)
+    assert str(refused.value) == (
+        f"pair file {tmp_path / 'sts_dict'} is a Hugging Face DatasetDict with splits test, "
+        f"train: point each path at one split's folder ({tmp_path / 'sts_dict' / 'test'})"
+    )
+    with pytest.raises(TapefitError, match=r"no column 'text1'; it has \['idx', 'sentence1'"):
+        read_pair_file(tmp_path / "sts" / "train", PairFileSpec())
+
+
 @pytest.mark.slow  # a run through the CLI
-def test_a_users_parquet_json_and_jsonl_files_train_from_the_cli(tmp_path):
+def test_a_users_parquet_dataset_folder_and_jsonl_files_train_from_the_cli(tmp_path):
     """From the user's folder, as they have the files: the training pairs streamed from
-    Parquet, validation as a JSON array, test as JSON lines, columns named as in STS-b."""
+    Parquet, validation a Hugging Face dataset folder, test JSON lines, columns named as in
+    STS-b."""
     from tests.helpers import run_cli
 
+    datasets = pytest.importorskip("datasets")
     write_parquet(tmp_path / "train.parquet", sts_records(512, seed=1))
-    (tmp_path / "val.json").write_text(json.dumps(sts_records(96, seed=2)))
+    datasets.Dataset.from_list(sts_records(96, seed=2)).save_to_disk(tmp_path / "val")
     (tmp_path / "test.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in sts_records(96, seed=3))
     )
@@ -122,7 +147,7 @@ def test_a_users_parquet_json_and_jsonl_files_train_from_the_cli(tmp_path):
         "experiment=siamese",
         "data=pairs_file",
         "data.train_path=train.parquet",
-        "data.validation_path=val.json",
+        "data.validation_path=val",
         "data.test_path=test.jsonl",
         "data.stream=true",
         "data.text1_column=sentence1",
