@@ -91,7 +91,7 @@ LAYERS = [
         "sweeps.summary",
         "sweeps.lr_find",
     },
-    {"__init__", "__main__", "launch", "evaluate", "predict"},
+    {"__init__", "__main__", "launch", "evaluate", "predict", "compare"},
 ]
 KEYS = {key: rank for rank, names in enumerate(LAYERS) for key in names}
 
@@ -322,7 +322,7 @@ PACKAGE_ORDER = [
     ["checkpointing"],
     ["runner"],
     ["sweeps"],
-    ["launch", "__main__", "__init__", "evaluate", "predict"],
+    ["launch", "__main__", "__init__", "evaluate", "predict", "compare"],
 ]
 
 

@@ -1,28 +1,31 @@
-"""The measurement behind `experiment=sts`: candidate Siamese recipes on one STS-style corpus.
+"""`python -m tapefit.compare`: the candidate Siamese recipes of docs/explanation/sts-preset.md
+on your own STS-style corpus, ranked on validation (the measurement behind `experiment=sts`).
 
 Each candidate is the real CLI's configuration (`tapefit.compose` + `tapefit.run`) on the same
 pair files and the same epoch budget; the tested model of each run is its best epoch by
-validation Spearman. Candidates are ranked on validation only; test Spearman is printed beside
-it, never used to choose. The first row is the tutorial's recipe (`experiment=siamese`: LSTM,
-last state, cosine MSE), the baseline the preset must beat.
+validation Spearman. Candidates are ranked on validation only; test Spearman (with `--test`) is
+printed beside it, never used to choose. The first row is the tutorial's recipe
+(`experiment=siamese`: LSTM, last state, cosine MSE), the baseline the preset must beat.
 
-    python experiments/sts_preset.py --train sts-train.csv --validation sts-dev.csv \
+    python -m tapefit.compare --train sts-train.csv --validation sts-dev.csv \
         --test sts-test.csv data.format=tsv data.header=false data.quoting=none \
         data.text1_column=5 data.text2_column=6 data.label_column=4
 
-(the STS benchmark's own files: tab-separated, no header, score in column 4). Writes
-`sts_preset.json` with every figure when `--out` is given.
+(the STS benchmark's own files: tab-separated, no header, score in column 4). Writes every
+figure to a JSON file with `--out`. Bad input ends with one `tapefit: error:` line, exit code 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import tapefit
+from tapefit.errors import TapefitError
 
 TUTORIAL = ["experiment=siamese"]
 BILSTM_MAX = [*TUTORIAL, "model.encoder.bidirectional=true", "model.encoder.pooling=max"]
@@ -91,7 +94,7 @@ def measure(candidates: list[str], data: list[str], scratch: str) -> dict[str, d
         metrics = tapefit.run(cfg, f"{scratch}/{len(results)}")
         results[name] = {
             "val_spearman": metrics["objective_value"],
-            "test_spearman": metrics["test_spearman"],
+            "test_spearman": metrics.get("test_spearman"),
             "best_epoch": metrics.get("tested_epoch"),
             "seconds": round(time.perf_counter() - started, 1),
             "overrides": CANDIDATES[name],
@@ -100,24 +103,41 @@ def measure(candidates: list[str], data: list[str], scratch: str) -> dict[str, d
     return results
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict]:
-    """Measure, print the table ranked on validation, return the results."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    """Measure, print the table ranked on validation; 0, or 2 after a `tapefit: error:` line.
+
+    Examples:
+        >>> main(["--train", "absent.csv", "--validation", "absent.csv"])
+        2
+    """
+    try:
+        compare(argv)
+    except TapefitError as error:
+        print(f"tapefit: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def compare(argv: list[str] | None = None) -> dict[str, dict]:
+    """Parse the arguments, run every candidate, print the table; the results by candidate."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tapefit.compare", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--train", required=True, type=Path)
     parser.add_argument("--validation", required=True, type=Path)
-    parser.add_argument("--test", required=True, type=Path)
+    parser.add_argument("--test", type=Path, help="reported beside, never used to choose")
     parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=CANDIDATES)
     parser.add_argument("--out", type=Path, help="write every figure to this JSON file")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (columns…)")
     args = parser.parse_args(argv)
-    for split in (args.train, args.validation, args.test):
-        if not split.is_file():
-            parser.error(f"{split}: no such file; give the corpus's pair files")
+    for option, split in (("--train", args.train), ("--validation", args.validation)):
+        if not split.exists():
+            raise TapefitError(f"{option} {split}: no such file; give the corpus's pair files")
     data = [
         "data=pairs_file",
         f"data.train_path={args.train.resolve()}",
         f"data.validation_path={args.validation.resolve()}",
-        f"data.test_path={args.test.resolve()}",
+        *([f"data.test_path={args.test.resolve()}"] if args.test else []),
         *args.overrides,
     ]
     with tempfile.TemporaryDirectory() as scratch:
@@ -125,7 +145,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     print(f"\n{'candidate':<34} {'val Spearman':>12} {'test Spearman':>13} {'epoch':>5} {'s':>6}")
     for name, r in sorted(results.items(), key=lambda item: -item[1]["val_spearman"]):
         print(
-            f"{name:<34} {r['val_spearman']:>12.4f} {r['test_spearman']:>13.4f} "
+            f"{name:<34} {r['val_spearman']:>12.4f} "
+            f"{'-' if r['test_spearman'] is None else format(r['test_spearman'], '.4f'):>13} "
             f"{r['best_epoch'] or '':>5} {r['seconds']:>6.1f}"
         )
     if args.out:
@@ -134,4 +155,4 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
