@@ -1,7 +1,8 @@
 """`python -m tapefit.predict run=<run dir> output=preds.csv [split=test] [data overrides]`:
 a finished run's model's predictions as CSV — class probabilities and the label for the
-classifier, the similarity of each pair for the Siamese model, the outputs of a model of yours
-(or the columns its `prediction_columns(x, y_pred)` gives).
+classifier, the similarity of each pair for the Siamese model (its text columns named as the
+input's, `data.text1_column`/`text2_column`), the outputs of a model of yours (or the columns
+its `prediction_columns(x, y_pred)` gives).
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ def parse_arguments(argv: Sequence[str], required: Sequence[str]) -> tuple[dict[
         required: The entry point's own keys that must be given (`run`).
 
     Returns:
-        The entry point's keys (`run`, `ckpt`, `output`, `split`) and the other `key=value`
-        pairs as config overrides.
+        The entry point's keys (`run`, `ckpt`, `output`, `split`, `name`) and the other
+        `key=value` pairs as config overrides.
 
     Raises:
         TapefitError: an argument without `=`, or a required key missing.
@@ -60,7 +60,7 @@ def parse_arguments(argv: Sequence[str], required: Sequence[str]) -> tuple[dict[
         key, equals, value = argument.partition("=")
         if not equals:
             raise TapefitError(f"{argument!r} is not key=value: e.g. run=outputs/classifier/<time>")
-        if key in ("run", "ckpt", "output", "split", *RETRIEVAL_FILES):
+        if key in ("run", "ckpt", "output", "split", "name", *RETRIEVAL_FILES):
             own[key] = value
         else:
             overrides.append(argument)
@@ -163,14 +163,43 @@ def _config_and_model_file(run_dir: Path, overrides: Sequence[str], ckpt: str) -
     return cfg, path
 
 
-def evaluate_run(run_dir: str | Path, overrides: Sequence[str] = (), ckpt: str = "tested") -> dict:
+def evaluation_folder(run_dir: Path, overrides: Sequence[str], name: str | None) -> Path:
+    """Where an evaluation writes: `eval/` for the run's own test split, `eval/<name>/` for
+    other data, so each data set keeps its own figures. `name` defaults to the test file's
+    stem (`data.test_path=news.tsv`: `news`), else to the overrides themselves.
+
+    Examples:
+        >>> evaluation_folder(Path("run"), [], None).as_posix()
+        'run/eval'
+        >>> evaluation_folder(Path("run"), ["data.test_path=data/news.tsv"], None).as_posix()
+        'run/eval/news'
+        >>> evaluation_folder(Path("run"), ["data.test_size=120"], None).as_posix()
+        'run/eval/data.test_size-120'
+    """
+    if name is None and not overrides:
+        return run_dir / "eval"
+    if name is None:
+        paths = [o.split("=", 1)[1] for o in overrides if o.startswith("data.test_path=")]
+        name = Path(paths[0]).stem if paths else "_".join(overrides).replace("=", "-")
+    if not name or "/" in name or "\\" in name or name in (".", ".."):
+        raise TapefitError(f"name={name!r} must be a plain folder name (no '/' and not '..')")
+    return run_dir / "eval" / name
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    overrides: Sequence[str] = (),
+    ckpt: str = "tested",
+    name: str | None = None,
+) -> dict:
     """Evaluate a run's model on the test split of its data (or of the data `overrides` give),
-    writing `eval/metrics.json` with the names `metrics.json` uses.
+    writing `metrics.json` with the names the run's uses into `evaluation_folder`.
 
     Args:
         run_dir: A finished run directory.
         overrides: Data changes as `key=value` (`data.test_path=...`).
         ckpt: Which model (`tested`, `best`, `last`, an epoch, or a `.keras` file).
+        name: The folder under `eval/` (default: see `evaluation_folder`).
 
     Returns:
         The `test_*` metrics (and what the model's `report` adds).
@@ -183,8 +212,8 @@ def evaluate_run(run_dir: str | Path, overrides: Sequence[str] = (), ckpt: str =
     _, data, model = load_run(run_dir, overrides, ckpt)
     if data.test is None:
         raise TapefitError("the data has no test split: give one, e.g. data.test_path=<file>")
-    out = Path(run_dir) / "eval"
-    out.mkdir(exist_ok=True)
+    out = evaluation_folder(Path(run_dir), overrides, name)
+    out.mkdir(parents=True, exist_ok=True)
     test = model.evaluate(data.test, verbose=0, return_dict=True)
     results = {f"test_{name}": float(value) for name, value in test.items()}
     report = hook(model, "report")
@@ -195,15 +224,17 @@ def evaluate_run(run_dir: str | Path, overrides: Sequence[str] = (), ckpt: str =
 
 
 def retrieve_run(
-    run_dir: str | Path, files: dict[str, str], ckpt: str = "tested"
+    run_dir: str | Path, files: dict[str, str], ckpt: str = "tested", name: str | None = None
 ) -> dict[str, float]:
     """Evaluate a run's encoder as a search over a collection given by three files, writing
-    `eval/retrieval.json`.
+    `eval/<name>/retrieval.json`.
 
     Args:
         run_dir: A finished run of a model with `encode` (the Siamese model).
         files: `queries`, `corpus` and `qrels` paths (`tapefit.data.retrieval_files`).
         ckpt: Which model (`tested`, `best`, `last`, an epoch, or a `.keras` file).
+        name: The folder under `eval/`; default: the folder holding the queries file (a
+            BEIR collection's name, `scifact/queries.jsonl`: `scifact`).
 
     Returns:
         `recall_at_1`, `recall_at_5`, `recall_at_10`, `mrr_at_10`, `ndcg_at_10`, and the
@@ -232,8 +263,9 @@ def retrieve_run(
         )
     results = {**evaluate_task(model, task), "queries": len(task.queries)}
     results["corpus"] = len(task.corpus)
-    out = run_dir / "eval"
-    out.mkdir(exist_ok=True)
+    collection = name or Path(files["queries"]).expanduser().resolve().parent.name or "search"
+    out = evaluation_folder(run_dir, [], collection)
+    out.mkdir(parents=True, exist_ok=True)
     write_json(out / "retrieval.json", results)
     return results
 
@@ -269,7 +301,7 @@ def predict_run(
     Raises:
         TapefitError: no such split, or as `load_run`.
     """
-    _, data, model = load_run(run_dir, overrides)
+    cfg, data, model = load_run(run_dir, overrides)
     dataset = getattr(data, split, None)
     if dataset is None:
         raise TapefitError(f"split={split}: the data has no such split (test, val, train)")
@@ -282,10 +314,28 @@ def predict_run(
     output = Path(output)
     if not output.parent.is_dir():
         raise TapefitError(f"output={output}: the folder {output.parent} does not exist")
+    renamed = input_column_names(cfg.data)
     names = list(columns)
     rows = zip(*(columns[name] for name in names), strict=True)
+    names = [renamed.get(name, name) for name in names]
     atomic_write(output, lambda file: _write_csv(file, names, rows))
     return output
+
+
+def input_column_names(data_node: Any) -> dict[str, str]:
+    """The input's own names for a pair file's text columns (`data.text1_column=sentence1`), so
+    predictions keep them; a column given by index (a file without header) keeps `text1`.
+
+    Examples:
+        >>> input_column_names({"text1_column": "sentence1", "text2_column": "2"})
+        {'text1': 'sentence1'}
+    """
+    names = {}
+    for column in ("text1", "text2"):
+        given = data_node.get(f"{column}_column") if hasattr(data_node, "get") else None
+        if isinstance(given, str) and given and not given.isdigit():
+            names[column] = given
+    return names
 
 
 def _write_csv(file: Any, names: list[str], rows: Any) -> None:

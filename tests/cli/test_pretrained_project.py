@@ -101,7 +101,7 @@ def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(pro
     assert again["test_spearman"] == pytest.approx(metrics["test_spearman"], abs=1e-6)
     assert predicted.returncode == 0, predicted.stderr[-2000:]
     rows = list(csv.DictReader((project / "preds.csv").open()))
-    assert len(rows) == 48 and set(rows[0]) == {"text1", "text2", "similarity"}
+    assert len(rows) == 48 and set(rows[0]) == {"sentence1", "sentence2", "similarity"}
 
     # another run starts from the fine-tuned weights (init_from), not the checkpoint's
     warm = run_cli(

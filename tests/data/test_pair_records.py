@@ -135,7 +135,7 @@ def test_a_users_parquet_dataset_folder_and_jsonl_files_train_from_the_cli(tmp_p
     """From the user's folder, as they have the files: the training pairs streamed from
     Parquet, validation a Hugging Face dataset folder, test JSON lines, columns named as in
     STS-b."""
-    from tests.helpers import run_cli
+    from tests.helpers import run_cli, run_cli_batch
 
     datasets = pytest.importorskip("datasets")
     write_parquet(tmp_path / "train.parquet", sts_records(512, seed=1))
@@ -162,3 +162,17 @@ def test_a_users_parquet_dataset_folder_and_jsonl_files_train_from_the_cli(tmp_p
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["samples"]["val"] == 96 and metrics["samples"]["test"] == 96
     assert -1 <= metrics["test_spearman"] <= 1
+    # predictions keep the input's column names; another test file gets its own eval folder
+    write_parquet(tmp_path / "news.parquet", sts_records(64, seed=4))
+    predicted, evaluated = run_cli_batch(
+        [
+            ("tapefit.predict", ["run=run", "output=predictions.csv"]),
+            ("tapefit.evaluate", ["run=run", "data.test_path=news.parquet"]),
+        ],
+        cwd=tmp_path,
+    )
+    assert predicted.returncode == 0 and evaluated.returncode == 0, evaluated.stderr[-3000:]
+    header = (tmp_path / "predictions.csv").read_text().splitlines()[0]
+    assert header == "sentence1,sentence2,similarity"
+    news = json.loads((tmp_path / "run" / "eval" / "news" / "metrics.json").read_text())
+    assert -1 <= news["test_spearman"] <= 1

@@ -150,6 +150,7 @@ def test_retrieval_of_a_pair_file_from_the_cli_reaches_metrics_json_and_history(
     assert f"retrieval over {len(task.corpus)} texts, {len(task.queries)} queries" in (
         searched.stdout
     )
-    written = json.loads((run_dir / "eval" / "retrieval.json").read_text())
+    # under the collection's folder name (tmp_path/beir/queries.jsonl: beir), beside others
+    written = json.loads((run_dir / "eval" / "beir" / "retrieval.json").read_text())
     for name in names:
         assert written[name] == pytest.approx(metrics[f"test_{name}"], abs=1e-6)

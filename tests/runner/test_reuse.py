@@ -97,7 +97,8 @@ def test_evaluate_on_other_data_given_by_the_same_keys(siamese_run):
     from tapefit.runner.finished_runs import load_run
 
     assert evaluate.main([f"run={siamese_run}", "data.test_size=120"]) == 0
-    again = json.loads((siamese_run / "eval" / "metrics.json").read_text())
+    # other data: a folder of its own, the run's own test split's figures left as they are
+    again = json.loads((siamese_run / "eval" / "data.test_size-120" / "metrics.json").read_text())
     _, data, model = load_run(siamese_run, ["data.test_size=120"])
     scores = model.predict(data.inputs("test"), verbose=0)
     expected = pair_metrics(scores, data.splits["test"][2], data.label_type)
@@ -105,6 +106,7 @@ def test_evaluate_on_other_data_given_by_the_same_keys(siamese_run):
     assert again["test_spearman"] == pytest.approx(expected["spearman"], abs=1e-6)
     original = json.loads((siamese_run / "metrics.json").read_text())
     assert again["test_spearman"] != original["test_spearman"]
+    assert evaluate.main([f"run={siamese_run}", "name=../x", "data.test_size=120"]) == 2
 
 
 @pytest.mark.parametrize(
