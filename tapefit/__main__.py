@@ -49,6 +49,7 @@ def main(cfg: DictConfig) -> float:
         print(f"tapefit: error: {error}", file=sys.stderr)
         if hydra_cfg.mode == RunMode.MULTIRUN:
             return failure_value(cfg)
+        remove_if_refused_before_training(Path(hydra_cfg.runtime.output_dir))
         sys.exit(2)
     except RunInterrupted as stop:
         print(f"tapefit: {stop}; status.json says interrupted", file=sys.stderr)
@@ -58,6 +59,39 @@ def main(cfg: DictConfig) -> float:
         return failure_value(cfg)
     print(f"objective: {metrics['objective']}={value:.4f}")
     return float(value)
+
+
+# What a run directory holds when the run was refused before it trained: Hydra's copy of the
+# config, the log, tapefit's status and TensorBoard's HParams session (no train/ or
+# validation/ logs) (see docs/reference/errors.md).
+REFUSED_RUN_FILES = {".hydra", "tapefit.log", "status.json", "tensorboard"}
+
+
+def remove_if_refused_before_training(run_dir: Path) -> bool:
+    """Remove the run directory of a command refused before training (a bad config, a missing
+    file), so mistakes do not pile up in `outputs/`; the error line on stderr says it all.
+    A directory that holds anything else (checkpoints, logs of a run that started, a resumed
+    run's files, files of the user's) is left as it is, its status.json saying failed.
+
+    Returns:
+        Whether the directory was removed.
+    """
+    import shutil
+
+    if not run_dir.is_dir() or {path.name for path in run_dir.iterdir()} - REFUSED_RUN_FILES:
+        return False
+    tensorboard = run_dir / "tensorboard"
+    if tensorboard.is_dir() and any(path.is_dir() for path in tensorboard.iterdir()):
+        return False  # epochs were logged: it failed while training
+    for logger in (logging.getLogger(), logging.getLogger("tapefit")):
+        for handler in list(logger.handlers):  # Hydra's job log: closed before its file goes
+            if isinstance(handler, logging.FileHandler) and Path(
+                handler.baseFilename
+            ).is_relative_to(run_dir.resolve()):
+                logger.removeHandler(handler)
+                handler.close()
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return True
 
 
 def config_dir_arguments(hydra_cfg: DictConfig) -> list[str]:

@@ -44,7 +44,9 @@ class Case:
         files: writes what the case reads into its folder.
         env: run-time environment variables for this invocation.
         code: the exit code.
-        left: "failed" (status.json failed, no results), "nothing" (no run directory),
+        left: "refused" (refused before training: the run directory removed), "failed" (it
+            failed while training: status.json failed, no results), "nothing" (refused
+            while Hydra composes: no run directory was made),
             "completed" (read as meant: the run ends and says so), "file" (the case's `run`
             is a file, left as it was).
         run_dir: `hydra.run.dir` within the case's folder (`run/sub`: under the file).
@@ -56,7 +58,7 @@ class Case:
     files: Callable[[Path], None] | None = None
     env: dict[str, str] = field(default_factory=dict)
     code: int = 2
-    left: str = "failed"
+    left: str = "refused"
     run_dir: str = "run"
     rows: int | None = None
 
@@ -350,7 +352,11 @@ CASES: dict[str, list[Case]] = {
         ),
     ],
     "diverging": [
-        Case([*QUICK, "optimizer.learning_rate=1e9"], r"NaN/inf at epoch 1, optimizer step \d+"),
+        Case(
+            [*QUICK, "optimizer.learning_rate=1e9"],
+            r"NaN/inf at epoch 1, optimizer step \d+",
+            left="failed",  # while training: the run directory stays, status.json failed
+        ),
     ],
 }
 # Rows a separate process must show (an import-time variable cannot change in a warm one):
@@ -398,6 +404,9 @@ def check(case: Case, folder: Path, result) -> None:
     assert re.search(case.says, line), line
     if case.left == "file":
         assert run_dir.read_text() == "not a directory"
+        return
+    if case.left == "refused":  # refused before training: the run directory is removed
+        assert not run_dir.exists(), sorted(p.name for p in run_dir.iterdir())
         return
     status = json.loads((run_dir / "status.json").read_text())
     assert status["state"] == "failed" and status["error"] == line

@@ -217,7 +217,8 @@ def test_an_unterminated_quote_is_named_at_its_line_and_skip_counts_every_lost_l
         compose,
         tmp_path,
         file_run(compose, tmp_path, path, "data.on_bad_line=skip"),
-        r"260 of 300 lines are bad \(from line 42\), more than data\.max_skipped_fraction",
+        r"260 of 300 lines are bad \(from line 42: unterminated quote.*\), more than "
+        r"data\.max_skipped_fraction",
     )
 
 
@@ -306,9 +307,8 @@ def test_the_cli_prints_one_error_line_without_a_traceback(tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.startswith("tapefit: error:")]
     assert errors == ["tapefit: error: trainer.epochs=0 must be at least 1"]
     assert "Traceback" not in result.stderr
-    assert json.loads((tmp_path / "status.json").read_text())["state"] == "failed"
-    log = (tmp_path / "tapefit.log").read_text()
-    assert f"run directory: {tmp_path}" in log
+    # refused before training: the run directory (config, log, status and nothing else) goes
+    assert not tmp_path.exists()
 
 
 @pytest.mark.slow  # end to end: make test-fast leaves it out
@@ -324,3 +324,15 @@ def test_epochs_final_metrics_and_warnings_reach_tapefit_log(tmp_path):
 
     if cpu_has_amx_bfloat16() is False:  # tapefit warns about bf16 only on CPUs without AMX
         assert "WARNING" in log and "mixed_bfloat16 on a CPU without AMX" in log
+
+
+def test_a_refused_command_keeps_a_run_directory_that_holds_anything_else(tmp_path):
+    """Only what the refused command itself wrote goes: a directory with the user's own files
+    (or a resumed run's) stays, status.json saying failed."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "notes.txt").write_text("mine")
+    result = run_cli("trainer.epochs=0", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 2
+    assert (run_dir / "notes.txt").read_text() == "mine"
+    assert json.loads((run_dir / "status.json").read_text())["state"] == "failed"
