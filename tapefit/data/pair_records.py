@@ -199,44 +199,47 @@ def _json_records(path: Path, spec: PairFileSpec) -> Iterator[Record]:
 
 def _parquet_records(path: Path, spec: PairFileSpec) -> Iterator[Record]:
     """A Parquet file, a row group at a time, the needed columns only."""
-    try:
-        import pyarrow.parquet as parquet
-    except ImportError:
-        raise TapefitError(
-            f"{path}: reading Parquet needs pyarrow: pip install 'tapefit[data]'"
-        ) from None
-    try:
-        table = parquet.ParquetFile(path)
-    except Exception as error:  # pyarrow's ArrowInvalid and OSError alike
-        raise TapefitError(f"{path} is not a readable Parquet file ({error})") from None
+    parquet = _imported("pyarrow.parquet", path, "Parquet needs pyarrow")
+    table = _opened(lambda: parquet.ParquetFile(path), path, "Parquet file")
     _check_columns(path, table.schema_arrow.names, spec)
+    batches = table.iter_batches(columns=list(dict.fromkeys(spec.columns)))
+    yield from _arrow_records(batches, spec)
+
+
+def _saved_dataset_records(path: Path, spec: PairFileSpec) -> Iterator[Record]:
+    """A folder written by `datasets.Dataset.save_to_disk`, in batches of the needed columns."""
+    datasets = _imported("datasets", path, "a Hugging Face dataset needs the datasets package")
+    dataset = _opened(lambda: datasets.load_from_disk(str(path)), path, "Hugging Face dataset")
+    _check_columns(path, dataset.column_names, spec)
+    columns = dataset.select_columns(list(dict.fromkeys(spec.columns))).with_format("arrow")
+    yield from _arrow_records(columns.iter(batch_size=1024), spec)
+
+
+def _arrow_records(batches: Iterator[Any], spec: PairFileSpec) -> Iterator[Record]:
+    """The records of Arrow batches (or tables), numbered from 1."""
     number = 0
-    for batch in table.iter_batches(columns=list(dict.fromkeys(spec.columns))):
+    for batch in batches:
         for record in batch.to_pylist():
             number += 1
             yield number, number, _selected(record, spec)
 
 
-def _saved_dataset_records(path: Path, spec: PairFileSpec) -> Iterator[Record]:
-    """A folder written by `datasets.Dataset.save_to_disk`, in batches of the needed columns."""
+def _imported(module: str, path: Path, needs: str) -> Any:
+    """`module`, or a one-line error saying what `path` needs and how to install it."""
+    import importlib
+
     try:
-        import datasets
+        return importlib.import_module(module)
     except ImportError:
-        raise TapefitError(
-            f"{path} is a Hugging Face dataset: reading it needs the datasets package, pip "
-            "install 'tapefit[data]'"
-        ) from None
+        raise TapefitError(f"{path}: reading it as {needs}: pip install 'tapefit[data]'") from None
+
+
+def _opened(open_: Any, path: Path, kind: str) -> Any:
+    """`open_()`, or a one-line error: `path` is not a readable `kind`."""
     try:
-        dataset = datasets.load_from_disk(str(path))
-    except Exception as error:  # a folder datasets cannot read, whatever the reason
-        raise TapefitError(f"{path} is not a readable Hugging Face dataset ({error})") from None
-    _check_columns(path, dataset.column_names, spec)
-    columns = list(dict.fromkeys(spec.columns))
-    number = 0
-    for batch in dataset.select_columns(columns).iter(batch_size=1024):
-        for values in zip(*(batch[column] for column in columns), strict=True):
-            number += 1
-            yield number, number, _selected(dict(zip(columns, values, strict=True)), spec)
+        return open_()
+    except Exception as error:  # the library's own errors (ArrowInvalid, OSError, ...)
+        raise TapefitError(f"{path} is not a readable {kind} ({error})") from None
 
 
 def _check_columns(path: Path, names: list[str], spec: PairFileSpec) -> None:

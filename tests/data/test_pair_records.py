@@ -176,3 +176,13 @@ def test_a_users_parquet_dataset_folder_and_jsonl_files_train_from_the_cli(tmp_p
     assert header == "sentence1,sentence2,similarity"
     news = json.loads((tmp_path / "run" / "eval" / "news" / "metrics.json").read_text())
     assert -1 <= news["test_spearman"] <= 1
+
+
+def test_a_missing_optional_package_is_one_line_naming_the_extra(tmp_path, monkeypatch):
+    path = write_parquet(tmp_path / "pairs.parquet", sts_records(4))
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow.parquet", None)  # not installed
+    with pytest.raises(TapefitError) as refused:
+        read_pair_file(path, STS)
+    assert str(refused.value) == (
+        f"{path}: reading it as Parquet needs pyarrow: pip install 'tapefit[data]'"
+    )
