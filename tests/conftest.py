@@ -12,6 +12,8 @@ import keras  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from tests.helpers import built_once_per_session  # noqa: E402
+
 # Two logical CPUs let MirroredStrategy run two replicas on this GPU-less machine. It must be
 # set before TensorFlow initialises its devices, so it happens at import time.
 _cpu = tf.config.list_physical_devices("CPU")[0]
@@ -56,6 +58,7 @@ def mirrored_strategy():
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def classifier_run(tmp_path_factory):
     """The digits classifier trained two epochs through `python -m tapefit` (the CNN, every
     default), once a session: (run directory, the finished process). tests/cli/test_cli.py reads

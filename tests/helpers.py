@@ -4,14 +4,16 @@ import importlib.util
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import tensorflow as tf
 
 from tests import processes
 
 REPO = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 
 def run_in(
@@ -125,6 +127,73 @@ def run_cli_batch(
     return done + [
         subprocess.CompletedProcess(args, -1, "", lost) for args in invocations[len(done) :]
     ]
+
+
+def shared_once(tmp_path_factory, name: str, build: Callable[[Path], T]) -> T:
+    """`build(folder)` once per pytest session, whichever xdist worker asks first; the value
+    it returns (pickled: paths, dicts, finished processes) is what every later caller gets.
+
+    A session fixture alone is built once per worker, and with `--dist load` the tests that
+    share a trained run land on both workers: the run was trained twice. Here the first
+    worker builds under a lock in the folder both workers share, and the other waits for it
+    and reads the value back. A build that fails leaves nothing behind, so the next caller
+    builds again (and fails the same way, in its own test).
+    """
+    import fcntl
+    import pickle
+    import shutil
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, value = shared / f"shared-{name}", shared / f"shared-{name}.pickle"
+    with open(shared / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if value.exists():
+            return pickle.loads(value.read_bytes())
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        try:
+            built = build(folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        value.write_bytes(pickle.dumps(built))
+        return built
+
+
+class _SharedFolder:
+    """What a shared fixture sees as `tmp_path_factory`: folders made inside its own."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def mktemp(self, name: str, numbered: bool = True) -> Path:
+        path, number = self.root / name, 0
+        while path.exists():
+            number += 1
+            path = self.root / f"{name}{number}"
+        path.mkdir(parents=True)
+        return path
+
+    def getbasetemp(self) -> Path:
+        return self.root
+
+
+def built_once_per_session(function: Callable[..., T]) -> Callable[..., T]:
+    """Decorate a `scope="session"` fixture that takes `tmp_path_factory`: its body runs once
+    a pytest session, not once per xdist worker (`shared_once`), its `mktemp` folders made in
+    the shared folder. Its value must pickle (paths, dicts, finished processes)."""
+    import functools
+
+    @functools.wraps(function)
+    def fixture(**kwargs):
+        def build(folder: Path) -> T:
+            return function(**{**kwargs, "tmp_path_factory": _SharedFolder(folder)})
+
+        name = f"{function.__module__}.{function.__qualname__}"
+        return shared_once(kwargs["tmp_path_factory"], name, build)
+
+    return fixture
 
 
 def scalar_tags(log_dir: Path) -> dict[str, list[float]]:

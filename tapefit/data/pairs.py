@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -224,13 +225,20 @@ def synthetic_splits(
     """Train/val/test pairs drawn in turn by one seeded generator from one shared lexicon, and
     the range their labels span."""
     label_type = LabelType(label_type)
-    generator = PairGenerator(seed=seed)
+    drawn = _drawn_pairs(tuple(sizes[name] for name in ("train", "val", "test")), seed)
     splits = {}
-    for name in ("train", "val", "test"):
-        texts_a, texts_b, graded = generator.pairs(sizes[name])
+    for name, (texts_a, texts_b, graded) in zip(("train", "val", "test"), drawn, strict=True):
         labels = graded if label_type == LabelType.graded else binary_labels(graded)
-        splits[name] = PairSplit(texts_a, texts_b, labels)
+        splits[name] = PairSplit(texts_a.copy(), texts_b.copy(), labels.copy())
     return splits, GRADED_RANGE if label_type == LabelType.graded else BINARY_RANGE
+
+
+@functools.lru_cache(maxsize=4)
+def _drawn_pairs(sizes: tuple[int, ...], seed: int) -> tuple[tuple[np.ndarray, ...], ...]:
+    """The generator's draws for splits of `sizes`, once per process (a notebook's or a
+    search's later runs reuse them; `synthetic_splits` hands out copies)."""
+    generator = PairGenerator(seed=seed)
+    return tuple(generator.pairs(size) for size in sizes)
 
 
 def _split_off(split: Split, fraction: float, seed: int) -> tuple[Split, Split]:

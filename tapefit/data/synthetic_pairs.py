@@ -55,35 +55,39 @@ class PairGenerator:
         words = _make_words(n_concepts * synonyms, lexicon_rng)
         lexicon_rng.shuffle(words)
         self.surface = np.array(words).reshape(n_concepts, synonyms)
-        self.topic_of = np.repeat(np.arange(topics), concepts_per_topic)
-        self.concepts_per_topic = concepts_per_topic
+        self.surface_words = self.surface.tolist()  # Python strings: fast to index and join
+        self.concepts_per_topic, self.topics = concepts_per_topic, topics
         self.min_concepts, self.max_concepts = min_concepts, max_concepts
 
     def _concepts(self, topic: int, size: int, exclude: set[int] = frozenset()) -> list[int]:
         start = topic * self.concepts_per_topic
         pool = [c for c in range(start, start + self.concepts_per_topic) if c not in exclude]
-        return [int(c) for c in self.rng.choice(pool, size=min(size, len(pool)), replace=False)]
+        return self.rng.choice(pool, size=min(size, len(pool)), replace=False).tolist()
 
     def _realise(self, concepts: list[int], edits: bool) -> str:
-        """Words for `concepts`: random synonyms, light reordering and filler words."""
-        rng = self.rng
-        words = [str(rng.choice(self.surface[c])) for c in concepts]
+        """Words for `concepts`: random synonyms, light reordering and filler words.
+
+        `sequence[integers(0, len(sequence))]` draws what `rng.choice(sequence)` draws, from the
+        same stream, in a fifth of the time (this loop runs once per sentence).
+        """
+        integers, surface = self.rng.integers, self.surface_words
+        words = [surface[c][integers(0, len(surface[c]))] for c in concepts]
         if edits:
             for i in range(len(words) - 1):
-                if rng.random() < 0.3:
+                if self.rng.random() < 0.3:
                     words[i], words[i + 1] = words[i + 1], words[i]
-        for _ in range(rng.integers(0, 3)):
-            words.insert(int(rng.integers(0, len(words) + 1)), str(rng.choice(FILLERS)))
+        for _ in range(integers(0, 3)):
+            words.insert(int(integers(0, len(words) + 1)), FILLERS[integers(0, len(FILLERS))])
         return " ".join(words)
 
     def pair(self) -> tuple[str, str, float]:
         """One pair and its graded label in `GRADED_RANGE`."""
         rng = self.rng
-        topic = int(rng.integers(0, len(self.topic_of) // self.concepts_per_topic))
+        topic = int(rng.integers(0, self.topics))
         first = self._concepts(topic, int(rng.integers(self.min_concepts, self.max_concepts + 1)))
         kept = first[: int(rng.integers(0, len(first) + 1))]
         size = int(rng.integers(self.min_concepts, self.max_concepts + 1))
-        other_topic = topic if rng.random() < 0.5 else int(rng.integers(0, self.topic_of.max() + 1))
+        other_topic = topic if rng.random() < 0.5 else int(rng.integers(0, self.topics))
         fresh = self._concepts(other_topic, max(size - len(kept), 0), exclude=set(first))
         second = kept + fresh
         rng.shuffle(second)

@@ -14,7 +14,7 @@ import tensorflow as tf
 from tapefit import TapeModel
 from tapefit.callbacks.telemetry import StepTelemetry
 from tapefit.runner.train import run
-from tests.helpers import TensorBoardServer, scalar_tags
+from tests.helpers import TensorBoardServer, built_once_per_session, scalar_tags
 
 
 def dense_model():
@@ -111,6 +111,7 @@ def test_histograms_of_every_gradient_on_request(tmp_path):
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def finished_run(tmp_path_factory):
     from tapefit.runner.composition import compose
 

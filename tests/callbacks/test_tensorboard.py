@@ -5,6 +5,8 @@ after tracing (issue 22)."""
 import pytest
 import tensorflow as tf
 
+from tests.helpers import built_once_per_session
+
 pytestmark = pytest.mark.slow  # a whole run with every TensorBoard option on
 
 # The fixture below trains for its tests once: the session scope keeps the run when the worker
@@ -30,6 +32,7 @@ def scalar_points(log_dir):
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def tensorboard_run(tmp_path_factory):
     """A run with every TensorBoard option of the config on, 8 steps per execution."""
     from tapefit.runner.composition import compose

@@ -15,7 +15,7 @@ import pytest
 from tapefit.config.schemas import TrainerConfig
 from tapefit.config.typed import typed
 from tests import processes
-from tests.helpers import REPO, scalar_tags
+from tests.helpers import REPO, built_once_per_session, scalar_tags
 
 OVERRIDES = [
     "trainer.epochs=3",
@@ -94,6 +94,7 @@ UNINTERRUPTED = pytest.mark.xdist_group("resume_uninterrupted")
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def uninterrupted(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("uninterrupted")
     result = drive(run_dir)

@@ -11,6 +11,7 @@ import tapefit
 from tapefit.checkpointing.top_k import kept_checkpoints
 from tapefit.errors import TapefitError
 from tapefit.runner.finished_runs import evaluate_run, model_file
+from tests.helpers import built_once_per_session
 
 pytestmark = pytest.mark.slow
 OVERRIDES = [
@@ -24,6 +25,7 @@ OVERRIDES = [
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def kept_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("topk") / "run"
     tapefit.run(tapefit.compose(OVERRIDES), run_dir)

@@ -11,6 +11,7 @@ import pytest
 
 import tapefit
 from tapefit.errors import TapefitError
+from tests.helpers import built_once_per_session
 
 pytestmark = pytest.mark.slow
 QUICK = ["trainer.verbose=0", "model.architecture=mlp", "data.train_limit=256", "trainer.epochs=1"]
@@ -24,6 +25,7 @@ class WeightsAtStart(keras.callbacks.Callback):
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def source_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("warm") / "source"
     tapefit.run(tapefit.compose([*QUICK, "trainer.epochs=2"]), run_dir)

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import run_cli_batch, scalar_tags
+from tests.helpers import built_once_per_session, run_cli_batch, scalar_tags
 
 # tests/conftest.py's shared run, also read by tests/runner/test_reuse.py (without a group,
 # each worker that gets one of these tests would train it again under --dist loadgroup).
@@ -64,6 +64,7 @@ def test_tensorboard_has_train_and_validation_scalars_per_epoch(classifier_run):
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def refused(tmp_path_factory):
     """A misspelt key and a missing data file, both in one fresh process (one TensorFlow
     start-up, not two): (run directory, result) each. Exit code 2 from a process of its own is

@@ -5,6 +5,7 @@ docs/tutorials/your-own-model.md, so the page and this test cannot drift apart."
 
 import importlib
 import json
+import os
 import re
 import shlex
 import shutil
@@ -15,7 +16,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import REPO, run_cli_batch, run_in, scalar_tags
+from tests.helpers import REPO, built_once_per_session, run_cli_batch, run_in, scalar_tags
 
 SECTION = (REPO / "docs" / "tutorials" / "your-own-model.md").read_text()
 HEADER = re.compile(r"(?:# @package \S+\n)?# (\S+?\.(?:py|yaml))\b")  # @package first, for Hydra
@@ -49,6 +50,7 @@ class KillAtEpoch(keras.callbacks.Callback):
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def project(tmp_path_factory):
     """The tutorial's project files in a folder outside tapefit, plus a copy of the WGAN-GP."""
     root = tmp_path_factory.mktemp("user_project")
@@ -58,6 +60,16 @@ def project(tmp_path_factory):
     shutil.copy(REPO / "experiments" / "wgan_gp.py", root / "wgan_gp.py")
     (root / "my_project" / "kill.py").write_text(KILL)
     return root
+
+
+def add_module(project: Path, name: str, text: str) -> None:
+    """Write `my_project/NAME` into the shared project, atomically and only once: tests on the
+    other xdist worker may be importing it."""
+    path = project / "my_project" / name
+    if not path.exists() or path.read_text() != text:
+        partial = path.with_name(f".{name}.{os.getpid()}")
+        partial.write_text(text)
+        partial.replace(path)
 
 
 def command(index: int) -> list[str]:
@@ -83,7 +95,8 @@ def test_the_readme_gives_six_project_files_and_six_commands():
 
 
 @pytest.fixture(scope="session")
-def waves_run(project):
+@built_once_per_session
+def waves_run(project, tmp_path_factory):
     run_dir = project / "outputs" / "waves" / "uninterrupted"
     result = run_in(project, command(0), *QUICK, f"hydra.run.dir={run_dir}")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -331,10 +344,11 @@ class NoLoss(tapefit.TapeModel):
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def bad_configurations(project, tmp_path_factory):
     """Every ERRORS case run as `command(0)` would run it, all in one fresh process (one
     TensorFlow start-up, not fourteen): overrides -> (run directory, result)."""
-    (project / "my_project" / "bad.py").write_text(BAD)
+    add_module(project, "bad.py", BAD)
     words = command(0)
     assert words[1:3] == ["-m", "tapefit"], words  # the batch calls that entry point
     run_dirs = [tmp_path_factory.mktemp("bad_configuration") for _ in ERRORS]
@@ -405,7 +419,7 @@ class Noisy(tapefit.TapeModel):
 
 @pytest.mark.parametrize("source", ["keras", "generator"])
 def test_random_draws_in_the_step_resume_exactly(project, tmp_path, source):
-    (project / "my_project" / "noisy.py").write_text(NOISY)
+    add_module(project, "noisy.py", NOISY)
     model = ["model._target_=my_project.noisy.Noisy", "~model.penalty", f"+model.source={source}"]
     kill = ["+callbacks.extra.kill._target_=my_project.kill.KillAtEpoch"]
     settings = [*model, *kill, *QUICK]
@@ -422,7 +436,7 @@ def test_random_draws_in_the_step_resume_exactly(project, tmp_path, source):
 
 
 def test_global_seeded_random_ops_are_named_at_the_first_checkpoint(project, tmp_path):
-    (project / "my_project" / "noisy.py").write_text(NOISY)
+    add_module(project, "noisy.py", NOISY)
     result = run_in(
         project,
         command(0),
@@ -468,7 +482,7 @@ class EncoderOnly(tapefit.TapeModel):
 def test_a_model_its_step_never_calls_is_built_before_the_first_checkpoint(
     project, tmp_path, monkeypatch
 ):
-    (project / "my_project" / "encoder_only.py").write_text(ENCODER_ONLY)
+    add_module(project, "encoder_only.py", ENCODER_ONLY)
     result = run_in(
         project,
         command(0),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from tests.helpers import run_cli, run_in
+from tests.helpers import built_once_per_session, run_cli, run_in
 
 AGREEMENT = ["compile.metrics=[{_target_: hits_user.Agreement}]", "objective=val_agreement"]
 
@@ -30,6 +30,7 @@ def tapefit_cli(project: Path, *args: str, shell_command: str | None = None):
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def maximised_run(hits_project, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("maximised")
     overrides = [*AGREEMENT, "objective_direction=max", f"hydra.run.dir={run_dir}"]

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, built_once_per_session
 
 pytestmark = pytest.mark.slow
 # Material and a plugin print banners about MkDocs 2 on every build; these switch them off.
@@ -19,6 +19,7 @@ QUIET = {
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
     done = subprocess.run(

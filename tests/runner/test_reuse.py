@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tapefit import evaluate, predict
-from tests.helpers import REPO, run_cli, run_in
+from tests.helpers import REPO, built_once_per_session, run_cli, run_in
 
 pytestmark = pytest.mark.slow
 QUICK = ["trainer.epochs=2", "trainer.verbose=0"]
@@ -23,6 +23,7 @@ def module(name: str, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def siamese_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("reuse") / "siamese"
     done = run_cli(

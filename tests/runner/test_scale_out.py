@@ -16,7 +16,7 @@ import tensorflow as tf
 from tapefit.runner.train import run
 from tapefit.training.runtime import shard_options, writes_run_dir
 from tests import processes
-from tests.helpers import REPO
+from tests.helpers import REPO, shared_once
 
 FORKED_LAUNCH = REPO / "tests" / "forked_launch.py"
 
@@ -86,16 +86,16 @@ def launch(overrides, run_dir, pythonpath=None, timeout=240, env=None):
 
 @pytest.fixture(scope="session")
 def two_workers(tmp_path_factory):
-    """model kind -> the run directory of its two-worker run, launched once per xdist worker."""
-    runs = {}
+    """model kind -> the run directory of its two-worker run, launched once a session."""
 
     def launched(model_kind):
-        if model_kind not in runs:
-            run_dir = tmp_path_factory.mktemp(model_kind) / "two"
+        def launch_into(folder):
+            run_dir = folder / "two"
             result = launch([*CASES[model_kind][0], *COMMON], run_dir)
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-            runs[model_kind] = run_dir
-        return runs[model_kind]
+            return run_dir
+
+        return shared_once(tmp_path_factory, f"two_workers-{model_kind}", launch_into)
 
     return launched
 

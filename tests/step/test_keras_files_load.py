@@ -21,6 +21,7 @@ import pytest
 import tapefit
 from tapefit.errors import TapefitError, UnsaveableModelError
 from tests import processes
+from tests.helpers import built_once_per_session
 
 SHAPES = textwrap.dedent(
     '''
@@ -273,6 +274,7 @@ def outcome(saved: dict, loaded: dict, key: str) -> str:
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def saved_and_loaded(tmp_path_factory):
     """Every shape saved in one fresh process and reloaded in another."""
     project = tmp_path_factory.mktemp("keras_files")

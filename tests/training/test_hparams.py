@@ -7,6 +7,8 @@ import json
 import keras
 import pytest
 
+from tests.helpers import built_once_per_session
+
 pytestmark = pytest.mark.slow  # two runs and a TensorBoard server
 
 
@@ -18,6 +20,7 @@ class FailAt(keras.callbacks.Callback):
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def two_runs(tmp_path_factory):
     """Two ordinary runs in one folder, as `tensorboard --logdir outputs` sees them: one
     completed with learning rate 0.003, one failed in its first epoch with 0.01."""

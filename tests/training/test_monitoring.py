@@ -13,6 +13,8 @@ import keras
 import pytest
 import tensorflow as tf
 
+from tests.helpers import built_once_per_session
+
 FINISHED_SEARCH = pytest.mark.xdist_group("monitoring_finished_search")
 
 
@@ -74,6 +76,7 @@ def hp_choices(entry) -> list:
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def finished_search(tmp_path_factory):
     """A grid search over a conditional space (bn_momentum only for the CNN), two executions
     a trial, two of its four trials failing (a learning rate that diverges)."""

@@ -9,6 +9,8 @@ import keras
 import numpy as np
 import pytest
 
+from tests.helpers import built_once_per_session
+
 pytestmark = pytest.mark.slow  # trains seven runs
 
 
@@ -41,6 +43,7 @@ SELECTED_RUNS = pytest.mark.xdist_group("selection_selected_runs")
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def selected_runs(tmp_path_factory):
     """The same run tested with the best epoch's weights (default), with the last epoch's,
     and stopped after epoch 4 then resumed (default)."""

@@ -14,7 +14,7 @@ import tapefit
 from tapefit.callbacks.stop_on_signal import RunInterrupted
 from tapefit.training.tracking import RUN_ID_FILE, params_of
 from tests import processes
-from tests.helpers import REPO
+from tests.helpers import REPO, built_once_per_session
 
 mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -35,6 +35,7 @@ def history(uri: str, run_id: str, key: str) -> list[tuple[int, float]]:
 
 
 @pytest.fixture(scope="session")
+@built_once_per_session
 def cli_run(tmp_path_factory):
     """One CLI run with logger=mlflow and MLFLOW_TRACKING_URI naming a SQLite store."""
     root = tmp_path_factory.mktemp("mlflow-cli")

@@ -3,6 +3,7 @@
 import pytest
 
 import tapefit
+from tests.helpers import shared_once
 
 
 @pytest.fixture(scope="session")
@@ -10,19 +11,18 @@ def export_run(tmp_path_factory):
     """`export_run(name, *overrides)`: (run directory, metrics) of a tiny in-process run with
     `trainer.export=true`, one epoch; a name is trained once a session, and its export was
     renamed into place (no `.export*` left beside it)."""
-    runs = {}
 
     def trained(name: str, *overrides: str):
-        if name not in runs:
-            run_dir = tmp_path_factory.mktemp(name)
+        def train(run_dir):
             cfg = tapefit.compose(
                 ["trainer.epochs=1", "trainer.verbose=0", "trainer.export=true", *overrides]
             )
             metrics = tapefit.run(cfg, run_dir)
             assert metrics["export"] == "export"
             assert not [p.name for p in run_dir.iterdir() if p.name.startswith(".export")]
-            runs[name] = run_dir, metrics
-        return runs[name]
+            return run_dir, metrics
+
+        return shared_once(tmp_path_factory, f"export_run-{name}", train)
 
     return trained
 
