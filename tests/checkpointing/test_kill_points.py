@@ -11,14 +11,15 @@ second kill in the resumed run, then a second resume). `tests/checkpointing/test
 kills real processes at named points with the same hook, to show a kill leaves what a copy
 holds.
 
-SIGTERM (the graceful stop) is swept over the places a stop can happen, for the CNN cell with
-step checkpoints, in `test_a_sigterm_at_every_point_stops_and_resumes_bitwise`.
+SIGTERM (the graceful stop) is swept over the places a stop can happen, with the step
+checkpoints and executions of the CNN cell (on the MLP), in
+`test_a_sigterm_at_every_point_stops_and_resumes_bitwise`.
 
 The cells: the digits CNN (BatchNorm, Dropout) with EarlyStopping restoring its best weights,
 ReduceLROnPlateau and a user callback with state, with step checkpoints every 3 steps of a
-5-step epoch run 2 steps per execution (not a multiple; the last execution is short) and with
-none; the Siamese LSTM with the same callbacks and step checkpoints every 2 steps of a 4-step
-epoch (a multiple).
+5-step epoch run 2 steps per execution (not a multiple; the last execution is short); the MLP
+with the same callbacks and epoch checkpoints only; the Siamese LSTM with the same callbacks
+and step checkpoints every 2 steps of a 4-step epoch (a multiple).
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ COMMON = [
     "callbacks.reduce_lr_on_plateau.patience=1",
     "+callbacks.extra.counter._target_=tests.checkpointing.test_kill_points.BatchCounter",
 ]
-CNN = ["data.train_limit=128", "trainer.steps_per_execution=1"]  # 4 steps of 32
+# The MLP (no BatchNorm or Dropout; half the CNN's start-up) where the cell varies the stop,
+# not the model's state: epoch checkpoints only, and SIGTERM's graceful stop.
+MLP = ["model.architecture=mlp", "data.train_limit=128", "trainer.steps_per_execution=1"]
 SIAMESE = [
     "experiment=siamese",
     *("data.train_size=256", "data.val_size=64", "data.test_size=64"),  # 4 steps of 64
@@ -72,7 +75,7 @@ CELLS = {
         "trainer.steps_per_execution=2",
         "trainer.checkpoint_every_steps=3",
     ],
-    "cnn-epoch_checkpoints_only": CNN,
+    "mlp-epoch_checkpoints_only": MLP,
     "siamese-every_2_of_4": [*SIAMESE, "trainer.checkpoint_every_steps=2"],
 }
 
@@ -225,13 +228,14 @@ def sigterm_points(passed: list[str]) -> list[str]:
     return sorted(set(chosen), key=passed.index)
 
 
-# One cell: a stop is a flag read at the same places whatever the model (the Siamese cell's
-# SIGKILL sweep covers its state; its SIGTERM sweep, 77 s, found nothing the CNN's did not).
+# One cell, the MLP with the CNN cell's checkpoints and executions: a stop is a flag read at the
+# same places whatever the model (the SIGKILL sweeps cover the CNN's and the Siamese model's
+# state; the Siamese SIGTERM sweep, 77 s, found nothing the CNN's did not).
 @pytest.mark.parametrize("cell", ["cnn-every_3_of_5-2_per_execution"])
 def test_a_sigterm_at_every_point_stops_and_resumes_bitwise(cell, tmp_path, monkeypatch):
     """SIGTERM at each point: the run stops (status interrupted, no metrics.json unless the
     signal came after it), and `resume=true` ends like the uninterrupted run."""
-    runs = Runs([*COMMON, *CELLS[cell]], monkeypatch)
+    runs = Runs([*COMMON, *CELLS[cell], "model.architecture=mlp"], monkeypatch)
     points = KillPoints(tmp_path / "uninterrupted")
     runs(tmp_path / "uninterrupted", points)
     want = final_state(tmp_path / "uninterrupted")
