@@ -25,6 +25,9 @@ WHOLE_RUNS = pytest.mark.slow
 
 STEPS = 10  # optimizer steps per epoch: 320 digits in batches of 32
 QUICK = [
+    # the MLP: the recipes act on the optimizer, the schedule and the loop, not on the model,
+    # and it starts in half the CNN's time (tests that name the CNN ask for it)
+    "model.architecture=mlp",
     "data.train_limit=320",
     "trainer.verbose=0",
     "trainer.steps_per_execution=1",
@@ -270,7 +273,9 @@ def test_fast_dev_run_says_so_from_the_cli(tmp_path):
 
 @WHOLE_RUNS
 def test_overfit_reports_that_the_digits_cnn_can_learn_four_batches(tmp_path):
-    results = run(tmp_path / "overfit", "debug=overfit", "trainer.epochs=25")
+    results = run(
+        tmp_path / "overfit", "model.architecture=cnn", "debug=overfit", "trainer.epochs=25"
+    )
     verdict = results["overfit"]
     assert verdict["passed"] and verdict["last_loss"] < verdict["threshold"]
     assert verdict["threshold"] == pytest.approx(0.1 * verdict["first_loss"])
@@ -318,7 +323,8 @@ def test_lr_find_suggests_a_rate_near_one_that_trains_the_digits_cnn(tmp_path):
     assert summary["override"] == f"optimizer.learning_rate={summary['suggested_lr']:.3g}"
     assert not (tmp_path / "lr" / "model.keras").exists()
     rate = f"optimizer.learning_rate={summary['suggested_lr']}"
-    trained = run(tmp_path / "trained", "data.train_limit=null", "trainer.epochs=3", rate)
+    cnn = ["model.architecture=cnn", "data.train_limit=null", "trainer.epochs=3"]
+    trained = run(tmp_path / "trained", *cnn, rate)
     assert trained["objective_value"] > 0.9  # validation accuracy
 
 
