@@ -9,10 +9,6 @@ from tests.helpers import built_once_per_session
 
 pytestmark = pytest.mark.slow  # a whole run with every TensorBoard option on
 
-# The fixture below trains for its tests once: the session scope keeps the run when the worker
-# runs another module's tests in between.
-TENSORBOARD_RUN = pytest.mark.xdist_group("tensorboard_run")
-
 
 def scalar_points(log_dir):
     """tag -> [(step, value)] of every scalar in `log_dir`'s event files."""
@@ -55,7 +51,6 @@ def tensorboard_run(tmp_path_factory):
     return run_dir / "tensorboard"
 
 
-@TENSORBOARD_RUN
 def test_batch_scalars_share_the_optimizer_step_axis_with_step_telemetry(tensorboard_run):
     points = scalar_points(tensorboard_run / "train")
     batch_steps = [step for step, _ in points["batch_loss"]]
@@ -66,7 +61,6 @@ def test_batch_scalars_share_the_optimizer_step_axis_with_step_telemetry(tensorb
     assert [step for step, _ in validation["evaluation_loss_vs_iterations"]] == [10, 20]
 
 
-@TENSORBOARD_RUN
 def test_write_graph_writes_the_traced_training_step(tensorboard_run):
     """What TensorBoard's Graphs tab reads: a run-metadata graph summary of the step."""
     graphs = [
@@ -81,7 +75,6 @@ def test_write_graph_writes_the_traced_training_step(tensorboard_run):
     assert b"one_step_on_data" in graphs[0].tensor.string_val[0]
 
 
-@TENSORBOARD_RUN
 def test_histograms_and_the_profile_are_written(tensorboard_run):
     tags = set()
     for events in (tensorboard_run / "train").glob("events.out.tfevents.*"):
@@ -91,7 +84,6 @@ def test_histograms_and_the_profile_are_written(tensorboard_run):
     assert list((tensorboard_run / "train" / "plugins" / "profile").glob("*/*.xplane.pb"))
 
 
-@TENSORBOARD_RUN
 def test_a_traced_run_leaves_no_graph_collection_on(tensorboard_run):
     """`write_graph` and `profile_batch` trace with `tf.summary.trace_on(graph=True)`, whose
     export leaves graph collection on: every later function call kept its graph (5 MB a sweep

@@ -93,10 +93,6 @@ def refusal(compose, run_dir, *extra):
     return str(refused.value)
 
 
-# The tests comparing with the uninterrupted run share it: one xdist worker trains it, once.
-UNINTERRUPTED = pytest.mark.xdist_group("resume_uninterrupted")
-
-
 @pytest.fixture(scope="session")
 @built_once_per_session
 def uninterrupted(tmp_path_factory):
@@ -110,7 +106,6 @@ def weights(run_dir):
     return keras.models.load_model(run_dir / "model.keras").get_weights()
 
 
-@UNINTERRUPTED
 @pytest.mark.parametrize(
     ("kill_at", "extra"),
     [
@@ -185,7 +180,6 @@ def test_a_resume_with_another_config_is_refused_naming_the_keys(compose, tmp_pa
     assert status(tmp_path)["state"] == "completed"
 
 
-@UNINTERRUPTED
 def test_a_run_checkpointed_before_target_configs_resumes_when_forced(
     uninterrupted, compose, tmp_path
 ):
@@ -224,7 +218,6 @@ def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(compose, tmp_p
     assert json.loads((tmp_path / "metrics.json").read_text())["epochs_run"] == 3
 
 
-@UNINTERRUPTED
 def test_a_checkpoint_write_failing_half_way_fails_the_run_and_keeps_the_one_before(
     uninterrupted, tmp_path
 ):
@@ -270,7 +263,6 @@ class SignalAt(keras.callbacks.Callback):
 """
 
 
-@UNINTERRUPTED
 def test_sigusr1_in_a_slurm_job_checkpoints_mid_epoch_requeues_and_the_requeued_start_resumes(
     uninterrupted, tmp_path
 ):

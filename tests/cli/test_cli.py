@@ -8,12 +8,7 @@ import pytest
 
 from tests.helpers import built_once_per_session, run_cli_batch, scalar_tags
 
-# tests/conftest.py's shared run, also read by tests/runner/test_reuse.py (without a group,
-# each worker that gets one of these tests would train it again under --dist loadgroup).
-CLASSIFIER = pytest.mark.xdist_group("classifier_run")
 
-
-@CLASSIFIER
 def test_run_directory_holds_every_artefact(classifier_run):
     run_dir, _ = classifier_run
     for name in ("history.json", "metrics.json", "model.keras", "curves.png", "history.csv"):
@@ -23,7 +18,6 @@ def test_run_directory_holds_every_artefact(classifier_run):
     assert not list(run_dir.glob(".*.tmp*")), "temporary files were left behind"
 
 
-@CLASSIFIER
 def test_history_and_metrics_files(classifier_run):
     run_dir, result = classifier_run
     history = json.loads((run_dir / "history.json").read_text())
@@ -37,7 +31,6 @@ def test_history_and_metrics_files(classifier_run):
     assert f"test_accuracy={metrics['test_accuracy']:.4f}" in result.stdout
 
 
-@CLASSIFIER
 def test_saved_model_reloads_with_the_same_predictions(classifier_run):
     from tapefit.data.images import load_digits_splits
     from tapefit.models import Classifier
@@ -52,7 +45,6 @@ def test_saved_model_reloads_with_the_same_predictions(classifier_run):
     assert accuracy == pytest.approx(metrics["test_accuracy"], abs=1e-6)
 
 
-@CLASSIFIER
 def test_tensorboard_has_train_and_validation_scalars_per_epoch(classifier_run):
     run_dir, _ = classifier_run
     for split in ("train", "validation"):
@@ -80,10 +72,6 @@ def refused(tmp_path_factory):
     return {"misspelt": (misspelt, results[0]), "missing": (missing, results[1])}
 
 
-REFUSED = pytest.mark.xdist_group("cli_refused")  # one worker runs the shared batch
-
-
-@REFUSED
 def test_misspelt_key_fails_before_training(refused):
     tmp_path, result = refused["misspelt"]
     assert result.returncode == 2
@@ -93,7 +81,6 @@ def test_misspelt_key_fails_before_training(refused):
     assert not (tmp_path / "history.json").exists()
 
 
-@REFUSED
 def test_bad_input_is_one_clear_line(refused):
     _, result = refused["missing"]
     assert result.returncode == 2

@@ -103,10 +103,6 @@ def waves_run(project, tmp_path_factory):
     return run_dir, result
 
 
-WAVES = pytest.mark.xdist_group("user_project_waves")  # one worker trains the shared run
-
-
-@WAVES
 def test_a_run_writes_the_complete_run_directory(waves_run):
     run_dir, result = waves_run
     for name in ("history.json", "history.csv", "metrics.json", "model.keras", "curves.png"):
@@ -130,7 +126,6 @@ def test_a_run_writes_the_complete_run_directory(waves_run):
     np.testing.assert_allclose(validation["epoch_mse"], history["val_mse"], rtol=1e-6)
 
 
-@WAVES
 def test_the_saved_model_reloads_as_the_users_class(waves_run, project, monkeypatch):
     run_dir, _ = waves_run
     monkeypatch.syspath_prepend(str(project))
@@ -154,7 +149,6 @@ def test_groups_named_on_the_command_line_through_the_tapefit_script(project, tm
     assert metrics["epochs_run"] == 1 and metrics["objective"] == "val_loss"
 
 
-@WAVES
 def test_resume_after_sigkill_equals_the_uninterrupted_run(waves_run, project, monkeypatch):
     baseline, _ = waves_run
     monkeypatch.syspath_prepend(str(project))
@@ -368,7 +362,6 @@ def bad_configurations(project, tmp_path_factory):
 # One worker runs the shared batch; the one-line error's exit code 2 from a process of its own
 # is tested by tests/runner/test_bad_input.py::
 # test_the_cli_prints_one_error_line_without_a_traceback.
-@pytest.mark.xdist_group("user_project_bad_configurations")
 @pytest.mark.parametrize(("overrides", "message"), ERRORS, ids=[e[0][0] for e in ERRORS])
 def test_bad_user_configuration_is_one_line_before_training(bad_configurations, overrides, message):
     tmp_path, result = bad_configurations[tuple(overrides)]
@@ -505,7 +498,6 @@ def test_a_model_its_step_never_calls_is_built_before_the_first_checkpoint(
     assert mse == pytest.approx(json.loads((tmp_path / "metrics.json").read_text())["test_loss"])
 
 
-@WAVES
 def test_evaluate_and_predict_a_users_run_from_the_project(waves_run, project, tmp_path):
     run_dir, _ = waves_run
     metrics = json.loads((run_dir / "metrics.json").read_text())

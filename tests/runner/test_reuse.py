@@ -37,11 +37,6 @@ def siamese_run(tmp_path_factory):
     return run_dir
 
 
-CLASSIFIER = pytest.mark.xdist_group("classifier_run")  # tests/conftest.py's shared run
-SIAMESE = pytest.mark.xdist_group("reuse_siamese")
-
-
-@CLASSIFIER
 def test_evaluate_reproduces_the_runs_test_metrics_exactly(classifier_run):
     run_dir, _ = classifier_run
     done = module("evaluate", f"run={run_dir}")
@@ -52,7 +47,6 @@ def test_evaluate_reproduces_the_runs_test_metrics_exactly(classifier_run):
     assert f"test_accuracy={metrics['test_accuracy']:.4f}" in done.stdout
 
 
-@CLASSIFIER
 def test_predict_writes_labels_and_probabilities_whose_accuracy_is_the_runs(
     classifier_run, tmp_path
 ):
@@ -76,7 +70,6 @@ def test_predict_writes_labels_and_probabilities_whose_accuracy_is_the_runs(
     assert np.mean(gold == labels) == pytest.approx(metrics["test_accuracy"], abs=1e-6)
 
 
-@SIAMESE
 def test_a_siamese_run_evaluates_to_its_spearman_and_predicts_pair_similarities(
     siamese_run, tmp_path
 ):
@@ -92,7 +85,6 @@ def test_a_siamese_run_evaluates_to_its_spearman_and_predicts_pair_similarities(
     assert all(-1.0 - 1e-6 <= float(r["similarity"]) <= 1.0 + 1e-6 for r in rows)
 
 
-@SIAMESE
 def test_evaluate_on_other_data_given_by_the_same_keys(siamese_run):
     from tapefit.evaluation.metrics import pair_metrics
     from tapefit.runner.finished_runs import load_run

@@ -100,12 +100,7 @@ def two_workers(tmp_path_factory):
     return launched
 
 
-MLP_RUN = pytest.mark.xdist_group("two_workers_mlp")  # one xdist worker launches it, once
-
-
-@pytest.mark.parametrize(
-    "model_kind", [pytest.param(f, marks=MLP_RUN) if f == "mlp" else f for f in sorted(CASES)]
-)
+@pytest.mark.parametrize("model_kind", sorted(CASES))
 def test_two_workers_on_loopback_train_like_one_process(model_kind, compose, tmp_path, two_workers):
     run_dir = two_workers(model_kind)
     kind_overrides, atol = CASES[model_kind]
@@ -165,7 +160,6 @@ class KillWorker(keras.callbacks.Callback):
 """
 
 
-@MLP_RUN
 def test_a_worker_killed_mid_epoch_then_both_resumed_end_like_the_uninterrupted_run(
     two_workers, tmp_path
 ):
@@ -417,7 +411,6 @@ class StopLauncher(keras.callbacks.Callback):
 """
 
 
-@MLP_RUN
 def test_sigterm_to_the_launcher_and_its_timeout_stop_both_workers_resumably(two_workers, tmp_path):
     """SIGTERM to `python -m tapefit.launch` at step 1 reaches both workers, which stop after
     the same step with a checkpoint (exit 143, status interrupted); the resumed launch, given

@@ -15,8 +15,6 @@ import tensorflow as tf
 
 from tests.helpers import built_once_per_session
 
-FINISHED_SEARCH = pytest.mark.xdist_group("monitoring_finished_search")
-
 
 def layer_configs(model: keras.Model) -> str:
     """Every layer's config inside `model`: what the model is made of, minus its own config
@@ -108,7 +106,6 @@ def finished_search(tmp_path_factory):
     return search_dir
 
 
-@FINISHED_SEARCH
 def test_every_trial_of_a_search_is_an_hparams_session_read_back_from_tensorboard(
     finished_search,
 ):
@@ -167,7 +164,6 @@ def test_every_trial_of_a_search_is_an_hparams_session_read_back_from_tensorboar
     assert not list((finished_search / "best").rglob("events.out.tfevents.*"))
 
 
-@FINISHED_SEARCH
 def test_a_failed_trial_session_carries_its_error(finished_search):
     failed = [
         trial

@@ -37,11 +37,6 @@ class StopAt(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGINT)
 
 
-# The fixture below trains for its tests once: the session scope keeps the runs when the worker
-# runs another module's tests in between.
-SELECTED_RUNS = pytest.mark.xdist_group("selection_selected_runs")
-
-
 @pytest.fixture(scope="session")
 @built_once_per_session
 def selected_runs(tmp_path_factory):
@@ -88,7 +83,6 @@ def read(run_dir, name):
     return json.loads((run_dir / name).read_text())
 
 
-@SELECTED_RUNS
 def test_the_tested_and_saved_model_is_the_one_the_objective_selects(selected_runs):
     from tapefit.runner.composition import compose
     from tapefit.runner.train import build_data
@@ -113,7 +107,6 @@ def test_the_tested_and_saved_model_is_the_one_the_objective_selects(selected_ru
         assert val_loss == pytest.approx(history["val_loss"][index], rel=1e-5)
 
 
-@SELECTED_RUNS
 @pytest.mark.parametrize(
     ("name", "weights", "index"),
     [("stopping_best", "best", None), ("stopping_last", "last", 5)],
@@ -135,7 +128,6 @@ def test_early_stopping_restoring_its_own_best_does_not_change_the_tested_model(
     assert val_loss["loss"] == pytest.approx(history["val_loss"][index], rel=1e-5)
 
 
-@SELECTED_RUNS
 @pytest.mark.parametrize("resumed", ["resumed", "resumed_at_end"])
 def test_a_resumed_run_still_selects_the_best_epoch_from_before_the_stop(selected_runs, resumed):
     best, resumed = selected_runs["best"], selected_runs[resumed]
