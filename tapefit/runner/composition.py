@@ -19,7 +19,9 @@ def register_schemas() -> None:
     """
     store = ConfigStore.instance()
     for (group, name), node in SCHEMAS.items():
-        store.store(group=group, name=name, node=node)
+        stored = store.repo.get(group, {}) if group else store.repo
+        if f"{name}.yaml" not in stored:  # storing copies the schema: 0.1 s a composition
+            store.store(group=group, name=name, node=node)
     OmegaConf.register_new_resolver("tapefit.run_name", run_dir_name, replace=True)
 
 
