@@ -38,7 +38,10 @@ def test_every_shipped_search_entry_changes_the_model_wherever_it_is_active(comp
     from tapefit.sweeps.search_space import active_values, apply_values, declare
     from tapefit.sweeps.spec import SearchSpec
 
-    cfg = compose([f"experiment={experiment}", "tune=random"])
+    small = ["data.train_size=256", "data.val_size=64", "data.test_size=64"]  # the vocabulary
+    cfg = compose(
+        [f"experiment={experiment}", "tune=random", *(small if experiment == "siamese" else [])]
+    )
     space = cfg.tune.space
     data = build_data(cfg)
     hp = declare(SearchSpec.of(cfg).tune.space)
