@@ -16,8 +16,6 @@ interpreters, as it does in `tests/processes.py`.
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import os
 import subprocess
 import sys
@@ -80,8 +78,7 @@ class ForkedPopen:
 
 def _become(args, env, cwd, write, merged, session) -> None:
     """In the child: run `args[1:]` as `tests/zygote.py` runs a request, then end the process
-    as the interpreter would (atexit handlers, flushed output) without returning into the
-    launcher's frames."""
+    as its children end (`zygote.end_child`), without returning into the launcher's frames."""
     code = 1
     try:
         if session:
@@ -95,12 +92,8 @@ def _become(args, env, cwd, write, merged, session) -> None:
             "stderr": output if merged else None,
         }
         code = zygote.run_child(request)
-        atexit._run_exitfuncs()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):  # a closed pipe keeps the exit code
-                stream.flush()
-        os._exit(code)
+        zygote.end_child(code)
 
 
 if __name__ == "__main__":
