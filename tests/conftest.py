@@ -174,6 +174,7 @@ SLOW_MODULES = {
     "test_keras_files_load",
     "test_monitoring",
     "test_optuna_search",
+    "test_pretrained_project",
     "test_pair_stream",
     "test_processes",
     "test_readme",

@@ -296,6 +296,7 @@ def test_data_that_cannot_size_the_model_is_refused_in_one_line(compose, tmp_pat
         tapefit.run(cfg, tmp_path / "run")
 
 
+@pytest.mark.slow  # a fresh process or an XLA compile (make test-fast leaves it out)
 def test_importing_tapefit_changes_no_process_wide_setting():
     """A user's script decides TensorFlow's settings; only the CLI sets its defaults."""
     code = (

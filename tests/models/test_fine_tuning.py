@@ -44,6 +44,7 @@ def model_with(preset, **fine_tuning):
     )
 
 
+@pytest.mark.slow  # trains whole runs (make test-fast leaves it out)
 def test_a_frozen_backbone_waits_its_steps_while_the_head_trains(preset):
     model = model_with(preset, freeze_backbone_steps=2)
     model.compile(optimizer=keras.optimizers.AdamW(1e-2), **model.compile_defaults())
@@ -57,6 +58,7 @@ def test_a_frozen_backbone_waits_its_steps_while_the_head_trains(preset):
     assert int(model.optimizer.iterations) == 4
 
 
+@pytest.mark.slow  # trains whole runs (make test-fast leaves it out)
 def test_the_backbone_optimizer_updates_the_backbone_only_after_the_frozen_steps(preset):
     model = model_with(preset, freeze_backbone_steps=2)
     optimizers = {
@@ -84,6 +86,7 @@ def test_adamw_leaves_layernorm_and_biases_out_of_weight_decay(preset):
         assert all(decayed[path] for path in kernels)
 
 
+@pytest.mark.slow  # trains whole runs (make test-fast leaves it out)
 def test_mixed_precision_runs_the_backbone_in_float16_with_layernorm_and_loss_in_float32(preset):
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:

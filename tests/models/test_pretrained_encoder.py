@@ -66,6 +66,7 @@ def pair_dataset():
     return tf.data.Dataset.from_tensor_slices(((TEXTS_A, TEXTS_B), LABELS)).batch(2)
 
 
+@pytest.mark.slow  # trains whole runs (make test-fast leaves it out)
 def test_a_saved_model_reloads_in_a_fresh_process_without_the_folder(preset, tmp_path):
     model = SiameseModel(encoder={"preset": str(preset)}, sequence_length=16)
     model.compile(optimizer=keras.optimizers.Adam(1e-3), **model.compile_defaults())
@@ -112,6 +113,7 @@ class TapePooled(PooledBackbone, TapeModel):
     pass
 
 
+@pytest.mark.slow  # trains whole runs (make test-fast leaves it out)
 def test_tapemodel_trains_a_pretrained_backbone_as_keras_own_step(preset):
     """Bitwise: the same loaded BERT backbone (dropout on), pooling and head, trained by
     Keras' step and by the tape's. (A functional `TapeModel(inputs, outputs)` wraps its

@@ -90,11 +90,13 @@ def test_fidelity_with_sample_weights_and_regularisation_loss():
     assert len(results[1][0].losses) == 2  # the two L2 terms are part of the tape's loss
 
 
+@pytest.mark.slow  # a fresh process or an XLA compile (make test-fast leaves it out)
 def test_fidelity_with_steps_per_execution_and_jit_compile():
     assert_same_training(train_both(steps_per_execution=3))
     assert_same_training(train_both(jit_compile=True))
 
 
+@pytest.mark.slow  # trains whole runs (make test-fast leaves it out)
 def test_fidelity_under_mirrored_strategy_on_two_logical_cpus(mirrored_strategy):
     results = train_both(strategy=mirrored_strategy)
     assert_same_training(results)

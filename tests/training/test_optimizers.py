@@ -17,6 +17,7 @@ def wgan_gp():
     return load_experiment("wgan_gp")
 
 
+@pytest.mark.slow  # trains whole runs (make test-fast leaves it out)
 def test_wgan_gp_example_trains_logs_and_reloads_both_optimizers(wgan_gp, tmp_path):
     model, history = wgan_gp.main(str(tmp_path), epochs=2, samples=512, n_critic=3)
     assert set(history.history) == {"critic_loss", "generator_loss", "gradient_penalty"}
