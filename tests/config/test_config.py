@@ -159,3 +159,17 @@ def test_bad_model_and_data_values_fail_before_anything_is_built(compose, overri
     with pytest.raises(TapefitError, match=message) as caught:
         check_config(compose(overrides))
     assert "\n" not in str(caught.value)
+
+
+def test_the_schemas_are_stored_once_a_process_and_compose_after_a_clear():
+    from hydra.core.config_store import ConfigStore
+
+    from tapefit.runner.composition import compose, register_schemas
+
+    register_schemas()
+    stored = ConfigStore.instance().repo["trainer"]["trainer_schema.yaml"]
+    register_schemas()
+    assert ConfigStore.instance().repo["trainer"]["trainer_schema.yaml"] is stored
+    del ConfigStore.instance().repo["trainer"]["trainer_schema.yaml"]  # as a cleared store
+    assert compose(["trainer.epochs=2"]).trainer.epochs == 2  # stored again when missing
+    assert "trainer_schema.yaml" in ConfigStore.instance().repo["trainer"]
