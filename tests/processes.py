@@ -167,6 +167,8 @@ class Popen:
                 self._paths[name] = f"/proc/{os.getpid()}/fd/{1 if name == 'stdout' else 2}"
             elif wanted == STDOUT and name == "stderr":
                 self._paths[name] = self._paths["stdout"]
+            elif hasattr(wanted, "fileno"):  # an open file: the child appends to it
+                self._paths[name] = f"/proc/{os.getpid()}/fd/{wanted.fileno()}"
             else:
                 self._paths[name] = None  # DEVNULL
         words = [str(word) for word in command]

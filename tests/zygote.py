@@ -34,6 +34,7 @@ PRELOAD = (
     "tapefit.evaluate",
     "tapefit.predict",
     "keras_tuner",
+    "keras_hub",
     "matplotlib.pyplot",
     "sklearn.metrics",
     "optuna",

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("keras_hub")
 pytest.importorskip("safetensors")
 
+from tests import processes
 from tests.helpers import load_experiment as load
 from tests.text.pretrained_checkpoints import write_hf_folder
 
@@ -17,9 +18,11 @@ MEASURED = ("step_s", "step_min_s", "pairs_per_s", "encode_per_s", "first_step_s
 
 
 @pytest.mark.slow
-def test_quick_run_measures_every_variant_but_the_peer(tmp_path, capsys):
+def test_quick_run_measures_every_variant_but_the_peer(tmp_path, capsys, monkeypatch):
     write_hf_folder(tmp_path / "tiny")
     benchmark = load("pretrained_benchmark")
+    # each variant still in a process of its own, forked from the tests' warm interpreter
+    monkeypatch.setattr(benchmark, "subprocess", processes)
     report = benchmark.main(
         [
             "--checkpoint",
