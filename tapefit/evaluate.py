@@ -48,7 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         shown = ", ".join(f"{k}={v:.4f}" for k, v in results.items() if isinstance(v, float))
         print(f"test metrics: {shown}")
 
-    return command(sys.argv[1:] if argv is None else argv, ["run"], act)
+    argv = sys.argv[1:] if argv is None else argv
+    optional = ["ckpt", "name", *RETRIEVAL_FILES]
+    return command(argv, ["run"], act, optional, "tapefit.evaluate")
 
 
 if __name__ == "__main__":

@@ -363,6 +363,39 @@ class SiameseModel(TapeModel):
         """
         return prediction_columns(pairs, similarities)
 
+    def similarity_to_label(self, similarities: Any) -> np.ndarray:
+        """Similarities on the labels' scale (`label_range`), as a `cosine_mse` run learnt it.
+
+        The inverse of the loss's rescaling, clipped to the range
+        (`python -m tapefit.predict ... scale=label`).
+
+        Args:
+            similarities: The model's outputs, one cosine per pair.
+
+        Returns:
+            One label-scale score per pair.
+
+        Raises:
+            TapefitError: the model's loss is not `cosine_mse` (it ranks pairs without
+                regressing the labels, so no scale was learnt).
+
+        Examples:
+            >>> from tapefit import SiameseModel
+            >>> model = SiameseModel(vocabulary=["a"], label_range=[0.0, 5.0])
+            >>> model.similarity_to_label([0.2, 0.9]).round(6).tolist()
+            [1.0, 4.5]
+        """
+        loss = self.compile_defaults()["loss"]
+        to_label_scale = getattr(loss, "to_label_scale", None)
+        if to_label_scale is None:
+            raise TapefitError(
+                f"scale=label: model.loss.name={self.loss_settings.get('name')} learns "
+                "similarities that rank pairs, not the labels' scale; only cosine_mse regresses "
+                "the cosine onto the labels: leave scale= out, or train with "
+                "model.loss.name=cosine_mse"
+            )
+        return to_label_scale(similarities)
+
     def compile_defaults(self) -> dict[str, Any]:
         """The pair loss a tapefit run compiles the model with unless the config names one.
 

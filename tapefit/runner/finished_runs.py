@@ -9,14 +9,12 @@ training command line.
 
 from __future__ import annotations
 
-import csv
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import keras
-import numpy as np
 import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -24,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 from tapefit.checkpointing.top_k import FOLDER, kept_checkpoints, resolve_checkpoint
 from tapefit.config.targets import ensure_working_directory_importable, locate
 from tapefit.errors import TapefitError
-from tapefit.files import atomic_write, read_json
+from tapefit.files import read_json
 from tapefit.protocols import hook
 from tapefit.runner.data_from_config import load_data
 from tapefit.training.runtime import seed_everything
@@ -35,35 +33,59 @@ MODEL_FILE = "model.keras"
 WHAT = {"run": "name the run directory, run=<run dir>", "output": "name the CSV, output=preds.csv"}
 CONFIG_FILE = ".hydra/config.yaml"
 RETRIEVAL_FILES = ("queries", "corpus", "qrels")  # evaluate's keys for a search collection
+# Every key `tapefit.evaluate` or `tapefit.predict` takes; each takes some of them.
+OWN_KEYS = ("run", "ckpt", "output", "split", "name", "scale", *RETRIEVAL_FILES)
 
 
-def parse_arguments(argv: Sequence[str], required: Sequence[str]) -> tuple[dict[str, str], list]:
-    """Split `key=value` arguments into the entry point's own keys and config overrides.
+def parse_arguments(
+    argv: Sequence[str], required: Sequence[str], optional: Sequence[str] = (), program: str = ""
+) -> tuple[dict[str, str], list]:
+    """Split `key=value` arguments into the entry point's own keys and data overrides.
 
     Args:
         argv: The command line after the module name.
         required: The entry point's own keys that must be given (`run`).
+        optional: Its other keys (`ckpt`, `split`, ...).
+        program: Its name in messages (`tapefit.predict`).
 
     Returns:
-        The entry point's keys (`run`, `ckpt`, `output`, `split`, `name`) and the other
-        `key=value` pairs as config overrides.
+        The entry point's keys and the other `key=value` pairs, which change the data only
+        (`data.*` and `seed`, which draws the splits).
 
     Raises:
-        TapefitError: an argument without `=`, or a required key missing.
+        TapefitError: an argument without `=`, a key the entry point does not take (another
+            entry point's, or a setting of the model or training, which a finished run keeps),
+            or a required key missing.
 
     Examples:
         >>> parse_arguments(["run=outputs/x", "data.batch_size=8"], ["run"])
         ({'run': 'outputs/x'}, ['data.batch_size=8'])
+        >>> parse_arguments(["run=x", "trainer.epochs=3"], ["run"])
+        Traceback (most recent call last):
+        ...
+        tapefit.errors.TapefitError: trainer.epochs=3: a finished run's model and training ...
     """
     own, overrides = {}, []
+    takes = (*required, *optional)
     for argument in argv:
         key, equals, value = argument.partition("=")
         if not equals:
             raise TapefitError(f"{argument!r} is not key=value: e.g. run=outputs/classifier/<time>")
-        if key in ("run", "ckpt", "output", "split", "name", *RETRIEVAL_FILES):
+        if key in takes:
             own[key] = value
-        else:
+        elif key in OWN_KEYS:
+            listed = ", ".join(f"{name}=" for name in takes)
+            raise TapefitError(
+                f"{key}= is not an argument of {program or 'this command'}: it takes "
+                f"{listed} and data.* overrides"
+            )
+        elif key.lstrip("+").startswith("data.") or key == "seed":
             overrides.append(argument)
+        else:
+            raise TapefitError(
+                f"{argument}: a finished run's model and training stay as they ran; only its "
+                "data changes here (data.* and seed, which draws the splits)"
+            )
     missing = [key for key in required if key not in own]
     if missing:
         raise TapefitError(f"{missing[0]}= is missing: {WHAT[missing[0]]}")
@@ -270,88 +292,13 @@ def retrieve_run(
     return results
 
 
-def prediction_columns(model: Any, x: Any, y_pred: Any) -> dict[str, np.ndarray]:
-    """The columns a prediction file gets for one batch: the model's own
-    `prediction_columns(x, y_pred)` when it has one, else each output as `output` or
-    `output_<i>`."""
-    own = hook(model, "prediction_columns")
-    if own is not None:
-        return {name: np.asarray(values) for name, values in own(x, y_pred).items()}
-    values = np.asarray(y_pred)
-    values = values.reshape(len(values), -1)
-    if values.shape[1] == 1:
-        return {"output": values[:, 0]}
-    return {f"output_{i}": values[:, i] for i in range(values.shape[1])}
-
-
-def predict_run(
-    run_dir: str | Path, output: str | Path, overrides: Sequence[str] = (), split: str = "test"
-) -> Path:
-    """Write the run's model's predictions on a split of its data as CSV.
-
-    Args:
-        run_dir: A finished run directory.
-        output: The CSV file to write (its folder must exist).
-        overrides: Data changes as `key=value` (`data.test_path=new_pairs.tsv`).
-        split: `test` (default), `val` or `train`.
-
-    Returns:
-        The CSV's path.
-
-    Raises:
-        TapefitError: no such split, or as `load_run`.
-    """
-    cfg, data, model = load_run(run_dir, overrides)
-    dataset = getattr(data, split, None)
-    if dataset is None:
-        raise TapefitError(f"split={split}: the data has no such split (test, val, train)")
-    columns: dict[str, list] = {}
-    for batch in dataset:
-        x = keras.utils.unpack_x_y_sample_weight(batch)[0]
-        y_pred = model.predict_on_batch(x)
-        for name, values in prediction_columns(model, x, y_pred).items():
-            columns.setdefault(name, []).extend(np.asarray(values).tolist())
-    output = Path(output)
-    if not output.parent.is_dir():
-        raise TapefitError(f"output={output}: the folder {output.parent} does not exist")
-    renamed = input_column_names(cfg.data)
-    names = list(columns)
-    rows = zip(*(columns[name] for name in names), strict=True)
-    names = [renamed.get(name, name) for name in names]
-    atomic_write(output, lambda file: _write_csv(file, names, rows))
-    return output
-
-
-def input_column_names(data_node: Any) -> dict[str, str]:
-    """The input's own names for a pair file's text columns (`data.text1_column=sentence1`), so
-    predictions keep them; a column given by index (a file without header) keeps `text1`.
-
-    Examples:
-        >>> input_column_names({"text1_column": "sentence1", "text2_column": "2"})
-        {'text1': 'sentence1'}
-    """
-    names = {}
-    for column in ("text1", "text2"):
-        given = data_node.get(f"{column}_column") if hasattr(data_node, "get") else None
-        if isinstance(given, str) and given and not given.isdigit():
-            names[column] = given
-    return names
-
-
-def _write_csv(file: Any, names: list[str], rows: Any) -> None:
-    writer = csv.writer(file)
-    writer.writerow(names)
-    for row in rows:
-        writer.writerow([_cell(value) for value in row])
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return value.decode("utf-8")
-    return value
-
-
-def command(argv: Sequence[str], required: Sequence[str], act: Any) -> int:
+def command(
+    argv: Sequence[str],
+    required: Sequence[str],
+    act: Any,
+    optional: Sequence[str] = (),
+    program: str = "",
+) -> int:
     """What `python -m tapefit.evaluate` and `tapefit.predict` share: parse `key=value`
     arguments, call `act(own, overrides)` (it prints its result), and turn bad input into one
     `tapefit: error:` line and exit code 2.
@@ -360,6 +307,8 @@ def command(argv: Sequence[str], required: Sequence[str], act: Any) -> int:
         argv: The arguments after the module name.
         required: The entry point's own keys that must be given.
         act: Called with the entry point's keys and the config overrides.
+        optional: The entry point's other keys; any other key of either entry point is refused.
+        program: The entry point's name in messages.
 
     Returns:
         The exit code: 0, or 2 for bad input.
@@ -367,7 +316,7 @@ def command(argv: Sequence[str], required: Sequence[str], act: Any) -> int:
     import sys
 
     try:
-        own, overrides = parse_arguments(argv, required)
+        own, overrides = parse_arguments(argv, required, optional, program)
         act(own, overrides)
     except TapefitError as error:
         print(f"tapefit: error: {error}", file=sys.stderr)

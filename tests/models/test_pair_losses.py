@@ -231,3 +231,21 @@ def test_the_tutorial_losses_gradients_equal_finite_differences(loss, labels):
     y_true = {"graded": graded, "binary": (graded > 2).astype("float64"), "ids": in_batch(11, 8)[0]}
     check = tapefit.gradcheck(lambda p: tf.reduce_mean(loss.call(y_true[labels], p)), pairs)
     assert check.checked == 8 and check.max_relative_error < 1e-6
+
+
+@pytest.mark.parametrize("target_range", [(0.0, 1.0), (-1.0, 1.0)])
+def test_cosine_mse_maps_its_targets_back_onto_the_labels(target_range):
+    loss = CosineMSELoss(label_range=(1.0, 5.0), target_range=target_range)
+    labels = np.array([1.0, 2.0, 3.5, 5.0])
+    targets = loss.rescale(tf.constant(labels)).numpy()
+    np.testing.assert_allclose(loss.to_label_scale(targets), labels, atol=1e-12)
+    # cosines beyond the target range are the label range's ends
+    assert loss.to_label_scale([target_range[0] - 0.5, 1.5]).tolist() == [1.0, 5.0]
+
+
+def test_only_a_cosine_mse_model_has_a_label_scale():
+    regressing = tapefit.SiameseModel(vocabulary=["a"], label_range=[0.0, 5.0])
+    assert regressing.similarity_to_label([0.5]).tolist() == [2.5]
+    ranking = tapefit.SiameseModel(vocabulary=["a"], loss={"name": "cosent"})
+    with pytest.raises(TapefitError, match=r"model\.loss\.name=cosent learns similarities"):
+        ranking.similarity_to_label([0.5])

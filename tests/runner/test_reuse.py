@@ -83,6 +83,21 @@ def test_a_siamese_run_evaluates_to_its_spearman_and_predicts_pair_similarities(
     rows = list(csv.DictReader(out.open()))
     assert list(rows[0]) == ["text1", "text2", "similarity"] and len(rows) == 200
     assert all(-1.0 - 1e-6 <= float(r["similarity"]) <= 1.0 + 1e-6 for r in rows)
+    # on the labels' scale: cosine_mse's rescaling from data.label_range onto the loss's
+    # target range, inverted, and clipped to the label range
+    scaled = tmp_path / "scaled.csv"
+    assert predict.main([f"run={siamese_run}", f"output={scaled}", "scale=label"]) == 0
+    labelled = list(csv.DictReader(scaled.open()))
+    assert list(labelled[0]) == ["text1", "text2", "similarity", "predicted_label"]
+    from tapefit.runner.finished_runs import load_run
+
+    model = load_run(siamese_run, [])[2]  # the label range the data gave the model
+    (low, high), (target_low, target_high) = model.label_range, model.loss.target_range
+    similarity = np.array([float(r["similarity"]) for r in labelled])
+    expected = low + (similarity - target_low) * (high - low) / (target_high - target_low)
+    got = np.array([float(r["predicted_label"]) for r in labelled])
+    np.testing.assert_allclose(got, np.clip(expected, low, high), atol=1e-5)
+    assert got.min() >= low and got.max() <= high and len(set(got.round(3))) > 100
 
 
 def test_evaluate_on_other_data_given_by_the_same_keys(siamese_run):
@@ -114,6 +129,44 @@ def test_bad_arguments_are_one_line(args, message, capsys):
     assert evaluate.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tapefit: error:") and message in err[0]
+
+
+@pytest.mark.parametrize(
+    ("program", "args", "message"),
+    [
+        (predict, ["name=news"], "name= is not an argument of tapefit.predict: it takes run="),
+        (evaluate, ["output=x.csv"], "output= is not an argument of tapefit.evaluate"),
+        (evaluate, ["trainer.epochs=3"], "trainer.epochs=3: a finished run's model and training"),
+        (predict, ["model.dropout=0"], "only its data changes here (data.* and seed"),
+        (predict, ["scale=logits"], "scale=logits: choose one of similarity, label"),
+        (predict, ["split=dev"], "split=dev: choose test, val or train"),
+    ],
+)
+def test_an_argument_that_would_do_nothing_is_refused(program, args, message, tmp_path, capsys):
+    base = [f"run={tmp_path}"] + ([f"output={tmp_path / 'p.csv'}"] if program is predict else [])
+    assert program.main([*base, *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_scale_label_needs_a_model_that_learnt_the_labels_scale(classifier_run, tmp_path, capsys):
+    run_dir, _ = classifier_run
+    out = tmp_path / "p.csv"
+    assert predict.main([f"run={run_dir}", f"output={out}", "scale=label"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "tapefit: error: scale=label: the run's model (Classifier) has no label scale to map its "
+        "outputs onto (a SiameseModel trained with model.loss.name=cosine_mse has); leave "
+        "scale= out"
+    ]
+    assert not out.exists()
+
+
+def test_predict_takes_a_kept_checkpoint(classifier_run, tmp_path):
+    run_dir, _ = classifier_run
+    out = tmp_path / "p.csv"
+    assert predict.main([f"run={run_dir}", f"output={out}", "ckpt=model.keras"]) == 0
+    assert predict.main([f"run={run_dir}", f"output={out}", "ckpt=nothing.keras"]) == 2
 
 
 def test_a_run_directory_without_a_model_is_refused_in_one_line(tmp_path):

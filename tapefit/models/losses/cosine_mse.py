@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
@@ -41,6 +42,20 @@ class CosineMSELoss(keras.losses.Loss):
         """Map labels linearly from `label_range` onto `target_range`."""
         (low, high), (target_low, target_high) = self.label_range, self.target_range
         return target_low + (labels - low) * (target_high - target_low) / (high - low)
+
+    def to_label_scale(self, similarities: Any) -> np.ndarray:
+        """The inverse of `rescale`: cosines mapped from `target_range` back onto
+        `label_range`, clipped to it (a cosine below the target range's low end, such as a
+        negative one for [0, 1], is the lowest label).
+
+        Examples:
+            >>> CosineMSELoss(label_range=(0, 5)).to_label_scale([0.5, 1.0, -0.2]).tolist()
+            [2.5, 5.0, 0.0]
+        """
+        (low, high), (target_low, target_high) = self.label_range, self.target_range
+        cosines = np.asarray(similarities, dtype="float64")
+        labels = low + (cosines - target_low) * (high - low) / (target_high - target_low)
+        return np.clip(labels, low, high)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
         target = self.rescale(tf.reshape(y_true, [-1]))
