@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -96,9 +97,23 @@ def split_off(files: FileSplit, fraction: float, seed: int) -> tuple[FileSplit, 
     return FileSplit(rest_p, rest_l), FileSplit(part_p, part_l)
 
 
-def decode(path: tf.Tensor, size: Sequence[int], channels: int) -> tf.Tensor:
-    """One image file as float32 in [0, 1], `size` (height, width) and `channels` channels."""
-    image = tf.io.decode_image(tf.io.read_file(path), channels=channels, expand_animations=False)
+# A tagged source (image tables): `file:<path>` is read from disk, `data:<bytes>` holds the
+# encoded image itself (a Hugging Face Image column's bytes).
+FILE_TAG, BYTES_TAG = b"file:", b"data:"
+
+
+def read_source(source: tf.Tensor) -> tf.Tensor:
+    """The encoded image a tagged source names: the file's bytes, or the bytes it holds."""
+    body = tf.strings.substr(source, len(FILE_TAG), -1)
+    is_file = tf.equal(tf.strings.substr(source, 0, len(FILE_TAG)), FILE_TAG)
+    return tf.cond(is_file, lambda: tf.io.read_file(body), lambda: body)
+
+
+def decode(path: tf.Tensor, size: Sequence[int], channels: int, tagged: bool = False) -> tf.Tensor:
+    """One image file (or, `tagged`, a tagged source) as float32 in [0, 1], `size`
+    (height, width) and `channels` channels."""
+    encoded = read_source(path) if tagged else tf.io.read_file(path)
+    image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
     image = tf.image.resize(image, size)  # bilinear; float32
     return tf.ensure_shape(image / 255.0, (*size, channels))
 
@@ -112,15 +127,17 @@ def folder_pipeline(
     size: Sequence[int],
     channels: int,
     cache: bool = False,
+    tagged: bool = False,
 ) -> tf.data.Dataset:
-    """File names -> decoded, resized, batched images. Training shuffles the file list (seeded,
-    each epoch) before decoding, so memory holds names, not images; `cache` keeps the decoded
-    images in memory after the first epoch (for data that fit)."""
+    """File names (`tagged`: tagged sources) -> decoded, resized, batched images. Training
+    shuffles the file list (seeded, each epoch) before decoding, so memory holds names, not
+    images; `cache` keeps the decoded images in memory after the first epoch (for data that
+    fit)."""
     dataset = tf.data.Dataset.from_tensor_slices((files.paths, files.labels))
     if shuffle and not cache:
         dataset = dataset.shuffle(len(files.paths), seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.map(
-        lambda path, label: (decode(path, size, channels), label),
+        lambda path, label: (decode(path, size, channels, tagged), label),
         num_parallel_calls=DECODERS,
         deterministic=True,
     )
@@ -131,14 +148,27 @@ def folder_pipeline(
     return dataset.batch(batch_size).prefetch(PREFETCH_BATCHES).with_options(pipeline_options())
 
 
-def first_unreadable(paths: Sequence[str], channels: int) -> tuple[str, str] | None:
-    """The first file that does not decode as an image, and why; None if all do."""
-    for path in paths:
+def first_unreadable(
+    paths: Sequence[Any], channels: int, tagged: bool = False
+) -> tuple[int, str] | None:
+    """The position of the first file (`tagged`: source) that does not decode as an image,
+    and why; None if all do."""
+    for index, path in enumerate(paths):
         try:
-            tf.io.decode_image(tf.io.read_file(path), channels=channels, expand_animations=False)
+            encoded = read_source(path) if tagged else tf.io.read_file(path)
+            tf.io.decode_image(encoded, channels=channels, expand_animations=False)
         except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError) as error:
-            return str(path), error.message.splitlines()[0]
+            return index, error.message.splitlines()[0]
     return None
+
+
+def source_name(source: Any, index: int, split: str, tagged: bool) -> str:
+    """How an error names an image: its file, or its row in the split's table."""
+    if not tagged:
+        return str(source)
+    if bytes(source).startswith(FILE_TAG):
+        return bytes(source)[len(FILE_TAG) :].decode("utf-8", "replace")
+    return f"row {index + 1} of the {split} table"
 
 
 @dataclass
@@ -147,6 +177,7 @@ class FolderImageData(ImageData):
 
     size: tuple[int, int] = (64, 64)
     channels: int = 3
+    tagged: bool = False  # `splits` hold tagged sources (an image table), not file names
 
     def rebuilt(self, batch_size: int) -> FolderImageData:
         """New pipelines over the same files: a first epoch's shuffle again, another batch."""
@@ -158,6 +189,7 @@ class FolderImageData(ImageData):
             size=self.size,
             channels=self.channels,
             cache=self.cache,
+            tagged=self.tagged,
         )
 
     def diagnose(self, error: Exception) -> TapefitError | None:
@@ -165,12 +197,13 @@ class FolderImageData(ImageData):
         if a file is the cause."""
         if not isinstance(error, tf.errors.InvalidArgumentError | tf.errors.NotFoundError):
             return None
-        for paths, _ in self.splits.values():
-            found = first_unreadable(paths, self.channels)
+        for split, (paths, _) in self.splits.items():
+            found = first_unreadable(paths, self.channels, self.tagged)
             if found is not None:
-                path, reason = found
+                index, reason = found
+                where = source_name(paths[index], index, split, self.tagged)
                 return TapefitError(
-                    f"{path}: not a readable image ({reason}): replace or remove the file"
+                    f"{where}: not a readable image ({reason}): replace or remove it"
                 )
         return None
 
@@ -184,8 +217,10 @@ def folder_data(
     size: Sequence[int],
     channels: int,
     cache: bool = False,
+    tagged: bool = False,
 ) -> FolderImageData:
-    """Pipelines over `splits` (train, val, optional test) of one set of classes."""
+    """Pipelines over `splits` (train, val, optional test) of one set of classes (`tagged`:
+    their `paths` are tagged sources)."""
     size = (int(size[0]), int(size[1]))
     pipelines = {
         name: None
@@ -198,6 +233,7 @@ def folder_data(
             size=size,
             channels=channels,
             cache=cache,
+            tagged=tagged,
         )
         for name, files in {**{"test": None}, **splits}.items()
     }
@@ -212,4 +248,5 @@ def folder_data(
         class_names=list(class_names),
         size=size,
         channels=channels,
+        tagged=tagged,
     )

@@ -56,12 +56,13 @@ def is_saved_dataset(path: Path) -> bool:
     return (path / "state.json").is_file() and (path / "dataset_info.json").is_file()
 
 
-def checked_file(path: str | Path) -> Path:
+def checked_file(path: str | Path, what: str = "pair file") -> Path:
     """`path` as an existing file (or a Hugging Face `save_to_disk` folder), or a one-line
     error saying what it is instead.
 
     Args:
         path: A pair file's path (`~` expanded).
+        what: What the errors call the file (`pair file`, `image table`).
 
     Returns:
         The path, `~` expanded.
@@ -82,11 +83,11 @@ def checked_file(path: str | Path) -> Path:
     if (path / "dataset_dict.json").is_file():
         splits = sorted(p.name for p in path.iterdir() if is_saved_dataset(p))
         raise TapefitError(
-            f"pair file {path} is a Hugging Face DatasetDict with splits {', '.join(splits)}: "
+            f"{what} {path} is a Hugging Face DatasetDict with splits {', '.join(splits)}: "
             f"point each path at one split's folder ({path / (splits or ['train'])[0]})"
         )
     if path.is_dir():
-        raise TapefitError(f"pair file {path} is a directory: point the path at a file in it")
+        raise TapefitError(f"{what} {path} is a directory: point the path at a file in it")
     if not path.is_file():
-        raise TapefitError(f"pair file {path} does not exist: check data.train_path/test_path")
+        raise TapefitError(f"{what} {path} does not exist: check data.train_path/test_path")
     return path

@@ -69,18 +69,22 @@ def _column_index(name: str, header: list[str] | None, path: Path, spec: PairFil
     if str(name).isdigit() and int(name) < len(header):
         return int(name)
     raise TapefitError(
-        f"{path}: no column {name!r} in the header; it has {header}: {column_fix(key)}"
+        f"{path}: no column {name!r} in the header; it has {header}: "
+        + column_fix(key, getattr(spec, "pair_hints", True))
     )
 
 
-def column_fix(key: str) -> str:
-    """How to point `key` (data.text1_column, ...) at the file's own names.
+def column_fix(key: str, pair_hints: bool = True) -> str:
+    """How to point `key` (data.text1_column, ...) at the file's own names (with
+    `pair_hints`, what the pair files' optional columns can be set to instead).
 
     Examples:
         >>> column_fix("data.text1_column")
         'set data.text1_column to one of them'
     """
     fix = f"set {key} to one of them"
+    if not pair_hints:
+        return fix
     if key == "data.label_column":
         fix += " (data.label_column=null: a file without labels, every row a positive pair)"
     elif key == "data.negative_column":
@@ -246,7 +250,8 @@ def _check_columns(path: Path, names: list[str], spec: PairFileSpec) -> None:
     for column in spec.columns:
         if column not in names:
             key = spec.column_keys[column]
-            raise TapefitError(f"{path}: no column {column!r}; it has {names}: {column_fix(key)}")
+            fix = column_fix(key, getattr(spec, "pair_hints", True))
+            raise TapefitError(f"{path}: no column {column!r}; it has {names}: {fix}")
 
 
 def _selected(record: Any, spec: PairFileSpec) -> Any:
@@ -256,7 +261,6 @@ def _selected(record: Any, spec: PairFileSpec) -> Any:
     missing = [key for key in spec.columns if key not in record]
     if missing:
         key = spec.column_keys[missing[0]]
-        return ValueError(
-            f"no key {missing[0]!r} in the record; it has {sorted(record)} ({column_fix(key)})"
-        )
+        fix = column_fix(key, getattr(spec, "pair_hints", True))
+        return ValueError(f"no key {missing[0]!r} in the record; it has {sorted(record)} ({fix})")
     return tuple(record[key] for key in spec.columns)

@@ -180,5 +180,5 @@ def test_an_unreadable_image_fails_the_run_naming_the_file(tmp_path, compose):
     with pytest.raises(TapefitError) as raised:
         run(cfg, tmp_path / "run")
     assert str(raised.value).startswith(f"{broken}: not a readable image (")
-    assert str(raised.value).endswith("): replace or remove the file")
+    assert str(raised.value).endswith("): replace or remove it")
     assert json.loads((tmp_path / "run" / "status.json").read_text())["state"] == "failed"

@@ -1,0 +1,300 @@
+"""Labelled images listed in a table: one row per image, its file or its encoded bytes and its
+label, in a CSV/TSV, JSON lines, JSON array or Parquet file or a Hugging Face dataset folder.
+
+The tables people have: a `train.csv` of `filename,label` beside the photos, a Parquet file or
+a `save_to_disk` folder of a Hugging Face image dataset (an `Image` column stores
+`{"bytes": ..., "path": ...}` per row, a `ClassLabel` column class indices whose names the
+dataset's metadata keeps). Files are read and decoded in the pipeline, as for image folders;
+images held in the table as bytes are kept in memory as the table gives them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from tapefit.data.image_folders import (
+    BYTES_TAG,
+    CHANNELS,
+    FILE_TAG,
+    FileSplit,
+    FolderImageData,
+    folder_data,
+    split_off,
+)
+from tapefit.data.images import check_fraction
+from tapefit.data.loader_checks import at_least_or_null, checked_by, with_defaults
+from tapefit.data.pair_files import FileFormat, Quoting, resolve_format
+from tapefit.data.pair_paths import checked_file, is_saved_dataset
+from tapefit.data.pair_records import file_records
+from tapefit.errors import TapefitError
+from tapefit.files import read_json
+
+
+@dataclass
+class ImageTableSpec:
+    """How to read an image table: its format and the two columns a row is read from."""
+
+    format: FileFormat = FileFormat.auto
+    image_column: str = "image"
+    label_column: str = "label"
+    header: bool = True
+    delimiter: str | None = None
+    quoting: Any = Quoting.minimal
+    encoding: str = "utf-8"
+    pair_hints = False  # the pair files' optional-column hints do not apply
+
+    @property
+    def columns(self) -> list[str]:
+        """The image column, then the label column."""
+        return [self.image_column, self.label_column]
+
+    @property
+    def column_keys(self) -> dict[str, str]:
+        """Each column with the config key that names it."""
+        return {self.image_column: "data.image_column", self.label_column: "data.label_column"}
+
+
+@dataclass
+class TableRows:
+    """The tagged image sources and raw labels of one table, and the class names its
+    metadata declares (a Hugging Face `ClassLabel`), if any."""
+
+    sources: np.ndarray
+    labels: list[int | str]
+    declared_names: list[str] | None
+
+
+def image_source(value: Any, folder: Path) -> bytes:
+    """A table cell as a tagged source: `file:<path>` (a relative path is the table's
+    folder's) or `data:<encoded image>`; a ValueError says what is wrong with it.
+
+    Examples:
+        >>> image_source({"bytes": b"PNG...", "path": None}, Path("."))
+        b'data:PNG...'
+        >>> image_source("missing.png", Path("photos"))
+        Traceback (most recent call last):
+        ...
+        ValueError: image file photos/missing.png does not exist (a relative path is the ...
+    """
+    if isinstance(value, dict):  # a Hugging Face Image: the bytes, else the path
+        value = value.get("bytes") or value.get("path")
+    if isinstance(value, bytes | bytearray) and value:
+        return BYTES_TAG + bytes(value)
+    if isinstance(value, str) and value.strip():
+        path = Path(value).expanduser()
+        path = path if path.is_absolute() else folder / path
+        if not path.is_file():
+            raise ValueError(
+                f"image file {path} does not exist (a relative path is the table's folder's)"
+            )
+        return FILE_TAG + str(path).encode("utf-8")
+    raise ValueError(
+        f"the image is {type(value).__name__} {value!r:.40}: give a file path or the encoded "
+        "image's bytes (a Hugging Face Image column)"
+    )
+
+
+def class_label(value: Any) -> int | str:
+    """A label cell: a class index (an integer, or digits) or a class name.
+
+    Examples:
+        >>> class_label("3"), class_label(2.0), class_label("cat")
+        (3, 2, 'cat')
+    """
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"the label is {value!r}: give a class name or a class index")
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    raise ValueError(f"the label {value!r} is neither a class name nor a class index (0, 1, ...)")
+
+
+def read_image_table(path: str | Path, spec: ImageTableSpec) -> TableRows:
+    """Every row of one table, each bad row a one-line error naming the file and the row.
+
+    Raises:
+        TapefitError: the table is missing or unreadable, a column is missing (naming the
+            table's own columns and the key to set), a row's image or label is unusable, or
+            the table holds no rows.
+    """
+    path = checked_file(path, "image table")
+    kind = resolve_format(path, spec)
+    folder = path if is_saved_dataset(path) else path.parent
+    sources, labels = [], []
+    try:
+        for first, _, record in file_records(path, kind, spec):
+            try:
+                if isinstance(record, Exception):
+                    raise record
+                image, label = record
+                sources.append(image_source(image, folder))
+                labels.append(class_label(label))
+            except ValueError as error:
+                raise TapefitError(f"{path}:{first}: {error}; fix or remove the row") from None
+    except UnicodeDecodeError as error:
+        raise TapefitError(
+            f"{path} is not {spec.encoding} text ({error.reason}): set data.encoding"
+        ) from None
+    if not sources:
+        raise TapefitError(f"image table {path} holds no rows: it is empty")
+    return TableRows(np.array(sources, dtype=object), labels, declared_names(path, kind, spec))
+
+
+def declared_names(path: Path, kind: str, spec: ImageTableSpec) -> list[str] | None:
+    """The class names a Hugging Face dataset's metadata gives its label column, if any."""
+    features = None
+    if kind == "hf_dataset":
+        features = (read_json(path / "dataset_info.json", {}) or {}).get("features")
+    elif kind == "parquet":
+        import pyarrow.parquet as parquet
+
+        metadata = parquet.ParquetFile(path).schema_arrow.metadata or {}
+        if b"huggingface" in metadata:
+            info = json.loads(metadata[b"huggingface"]).get("info", {})
+            features = info.get("features")
+    label = (features or {}).get(spec.label_column) or {}
+    names = label.get("names") if label.get("_type") == "ClassLabel" else None
+    return [str(name) for name in names] if names else None
+
+
+def labelled_split(rows: TableRows, classes: list[str] | None, path: Any) -> FileSplit:
+    """`rows` with class indices: names looked up in `classes`, indices checked against it."""
+    indices = []
+    for number, label in enumerate(rows.labels, start=1):
+        if isinstance(label, str):
+            if classes is None or label not in classes:
+                known = classes if classes is not None else "class indices"
+                raise TapefitError(
+                    f"{path}: row {number}'s class {label!r} is not one of the training "
+                    f"classes {known}: fix the label or add the class to the training table"
+                )
+            label = classes.index(label)
+        elif classes is not None and label >= len(classes):
+            raise TapefitError(
+                f"{path}: row {number}'s class index {label} is not below the {len(classes)} "
+                f"training classes: fix the label"
+            )
+        indices.append(label)
+    return FileSplit(rows.sources, np.array(indices, dtype="int64"))
+
+
+def training_classes(rows: TableRows, path: Any) -> list[str]:
+    """The classes of the training table: its metadata's names, else its class names sorted,
+    else its class indices `0 ... max` as names."""
+    if rows.declared_names:
+        return rows.declared_names
+    names = sorted({label for label in rows.labels if isinstance(label, str)})
+    indices = [label for label in rows.labels if isinstance(label, int)]
+    if names and indices:
+        raise TapefitError(
+            f"{path}: the training table mixes class names ({names[0]!r}) and class indices "
+            f"({indices[0]}): use one or the other"
+        )
+    return names or [str(index) for index in range(max(indices) + 1)]
+
+
+def _check_image_table(given: dict[str, Any]) -> None:
+    options = with_defaults(image_table, given)
+    size = list(options["image_size"])
+    if len(size) != 2 or min(size) < 1:
+        raise TapefitError(
+            f"data.image_size={size} must be [height, width], both at least 1, e.g. [64, 64]"
+        )
+    if options.get("validation_path") is None:
+        check_fraction("val_fraction", options["val_fraction"])
+    at_least_or_null(options["batch_size"], 1, "batch_size", null=False)
+
+
+@checked_by(_check_image_table)
+def image_table(
+    train_path: str,
+    validation_path: str | None = None,
+    test_path: str | None = None,
+    image_column: str = "image",
+    label_column: str = "label",
+    format: Literal["auto", "csv", "tsv", "jsonl", "json", "parquet", "hf_dataset"] = "auto",
+    image_size: Sequence[int] = (64, 64),
+    color_mode: Literal["grayscale", "rgb", "rgba"] = "rgb",
+    batch_size: int = 32,
+    val_fraction: float = 0.15,
+    cache: bool = False,
+    seed: int = 0,
+) -> FolderImageData:
+    """Labelled images listed in tables (CSV/TSV, JSON, Parquet, a Hugging Face dataset).
+
+    Args:
+        train_path: The training table.
+        validation_path: The validation table; None holds out `val_fraction` of training.
+        test_path: The test table; None: no test split (no `test_*` metrics).
+        image_column: The column holding each image's file (relative to the table's folder)
+            or its encoded bytes (a Hugging Face `Image` column).
+        label_column: The column holding each image's class name or class index.
+        format: The tables' format; `auto`: from each file's extension (a dataset folder is
+            recognised by its files).
+        image_size: `[height, width]` every image is resized to.
+        color_mode: Channels images are decoded to: grayscale, rgb or rgba.
+        batch_size: Images per batch.
+        val_fraction: Share of training images held out when there is no validation table.
+        cache: Keep decoded images in memory after the first epoch.
+        seed: The run's seed: the held-out split and the per-epoch shuffle.
+
+    Returns:
+        `FolderImageData`; `model_arguments()` add the class names (the training table's
+        names sorted, a dataset's `ClassLabel` names, or the indices).
+
+    Raises:
+        TapefitError: a table missing or unreadable, a column missing, a row whose image file
+            does not exist or whose label is unusable, or a validation/test class that is not
+            a training class.
+
+    Examples:
+        Four 8x8 PNG images listed in a CSV file beside them:
+
+        >>> from pathlib import Path
+        >>> import numpy as np, tensorflow as tf
+        >>> rows = ["file,label"]
+        >>> for i, label in enumerate(["cat", "dog", "cat", "dog"]):
+        ...     png = tf.io.encode_png(np.full((8, 8, 3), 60 * i, "uint8")).numpy()
+        ...     _ = Path(f"{i}.png").write_bytes(png)
+        ...     rows.append(f"{i}.png,{label}")
+        >>> _ = Path("train.csv").write_text("\\n".join(rows))
+        >>> data = image_table("train.csv", image_column="file", image_size=(8, 8),
+        ...                    val_fraction=0.5)
+        >>> data.class_names, data.sizes
+        (['cat', 'dog'], {'train': 2, 'val': 2})
+    """
+    spec = ImageTableSpec(
+        format=FileFormat(format), image_column=str(image_column), label_column=str(label_column)
+    )
+    train_rows = read_image_table(train_path, spec)
+    classes = training_classes(train_rows, train_path)
+    train = labelled_split(train_rows, classes, train_path)
+    if validation_path is None:
+        train, val = split_off(train, check_fraction("val_fraction", val_fraction), seed)
+    else:
+        val = labelled_split(read_image_table(validation_path, spec), classes, validation_path)
+    splits = {"train": train, "val": val}
+    if test_path is not None:
+        splits["test"] = labelled_split(read_image_table(test_path, spec), classes, test_path)
+    return folder_data(
+        splits,
+        classes,
+        batch_size=batch_size,
+        seed=seed,
+        size=list(image_size),
+        channels=CHANNELS[color_mode],
+        cache=cache,
+        tagged=True,
+    )
