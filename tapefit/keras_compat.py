@@ -53,6 +53,19 @@ SUBCLASS_PRIVATES = (
 )
 
 
+def seed_generator_states(model: Any) -> list:
+    """The state variables of every seed generator `model`'s layers draw from (dropout),
+    and Keras' global generator's when one exists (both private: `_seed_generators`, the
+    `global_seed_generator` attribute)."""
+    states = [
+        generator.state
+        for layer in model._flatten_layers(include_self=True)
+        for generator in getattr(layer, "_seed_generators", [])
+    ]
+    shared = global_state.get_global_attribute("global_seed_generator")
+    return states + ([shared.state] if shared is not None else [])
+
+
 def flatten_layers(layer: Any, include_self: bool = True, recursive: bool = True) -> list:
     """`layer` and every layer inside it, as Keras walks them (`Layer._flatten_layers`)."""
     return list(layer._flatten_layers(include_self=include_self, recursive=recursive))

@@ -98,10 +98,24 @@ def apply_fine_tuning_gradients(model: Any, tape: tf.GradientTape, loss: Any) ->
     Returns:
         The gradients, head's first, as `apply_tape_gradients` returns them.
     """
+    head, backbone = head_and_backbone(model)
+    gradients = tape.gradient(loss, head + backbone)
+    apply_split_gradients(model, gradients, head, backbone)
+    return gradients
+
+
+def head_and_backbone(model: Any) -> tuple[list, list]:
+    """The trainable variables of a pretrained encoder's model: the head's, the backbone's."""
     backbone = list(model.encoder.backbone.trainable_variables)
     owned = {id(v) for v in backbone}
-    head = [v for v in model.trainable_variables if id(v) not in owned]
-    gradients = tape.gradient(loss, head + backbone)
+    return [v for v in model.trainable_variables if id(v) not in owned], backbone
+
+
+def apply_split_gradients(model: Any, gradients: list, head: list, backbone: list) -> None:
+    """Apply the (unscaled) gradients of `head + backbone`: the head with the first optimizer,
+    the backbone with the `backbone` optimizer (or the first), not before
+    `freeze_backbone_steps` steps (`apply_fine_tuning_gradients`'s second half, for a step
+    that computed its gradients itself, such as the cached step)."""
     head_gradients, backbone_gradients = gradients[: len(head)], gradients[len(head) :]
     frozen = model.freeze_backbone_steps
     step = model.optimizer.iterations
@@ -121,10 +135,9 @@ def apply_fine_tuning_gradients(model: Any, tape: tf.GradientTape, loss: Any) ->
             )
         else:
             model.apply_gradients(backbone_gradients, backbone, BACKBONE_OPTIMIZER)
-        return gradients
+        return
     tf.cond(
         step >= frozen,
         lambda: model.apply_gradients(gradients, head + backbone),
         lambda: model.apply_gradients(head_gradients, head),
     )
-    return gradients

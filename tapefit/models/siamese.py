@@ -20,6 +20,11 @@ import tensorflow as tf
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
 from tapefit.evaluation.retrieval import RetrievalTask, pair_task
+from tapefit.models.cached_step import (
+    cached_test_step,
+    cached_train_step,
+    check_cache_chunk_size,
+)
 from tapefit.models.fine_tuning import (
     FineTuningOptions,
     apply_fine_tuning_gradients,
@@ -204,6 +209,11 @@ class SiameseModel(TapeModel):
         hard_negatives: bool,
     ) -> None:
         self.loss_settings = dict(loss or {})
+        # in_batch_negatives, triplet: the cached step's texts per side at once; None: off
+        self.cache_chunk_size = check_cache_chunk_size(
+            self.loss_settings.get("cache_chunk_size"),
+            str(self.loss_settings.get("name", "cosine_mse")),
+        )
         self.label_type = str(label_type)
         self.label_range = [float(v) for v in label_range]
         self.retrieval_settings = dict(retrieval or {})
@@ -520,6 +530,59 @@ class SiameseModel(TapeModel):
             return apply_fine_tuning_gradients(self, tape, loss)
         return super().apply_tape_gradients(tape, loss, variables, optimizer)
 
+    def train_step(self, data: Any) -> dict:
+        """`TapeModel.train_step`, or with `loss.cache_chunk_size` the cached step.
+
+        The cached (GradCache) step embeds the batch's texts a chunk at a time, so the
+        encoder's activations take a chunk's memory, not the batch's
+        (`tapefit.models.cached_step`).
+
+        Args:
+            data: One batch as the dataset yields it.
+
+        Returns:
+            The metrics' current results by name (`loss` first).
+
+        Examples:
+            >>> model = SiameseModel.from_texts(["a cat", "a dog", "the sun"],
+            ...     encoder={"units": 4},
+            ...     loss={"name": "in_batch_negatives", "cache_chunk_size": 2})
+            >>> model.compile("sgd", **model.compile_defaults())
+            >>> batch = ((tf.constant(["a cat", "the sun", "a dog"]),
+            ...           tf.constant(["a dog", "a cat", "the sun"])), tf.zeros(3))
+            >>> sorted(model.train_step(batch))
+            ['loss']
+        """
+        if self.cache_chunk_size is None:
+            return super().train_step(data)
+        return cached_train_step(self, data, self.cache_chunk_size)
+
+    def test_step(self, data: Any) -> dict:
+        """`TapeModel.test_step`, or with `loss.cache_chunk_size` a chunk at a time.
+
+        Validation batches are as large as training's, so with the cached step they are
+        embedded a chunk at a time too (`tapefit.models.cached_step.cached_test_step`).
+
+        Args:
+            data: One batch as the dataset yields it.
+
+        Returns:
+            The metrics' current results by name (`loss` first).
+
+        Examples:
+            >>> model = SiameseModel.from_texts(["a cat", "a dog", "the sun"],
+            ...     encoder={"units": 4},
+            ...     loss={"name": "in_batch_negatives", "cache_chunk_size": 2})
+            >>> model.compile("sgd", **model.compile_defaults())
+            >>> batch = ((tf.constant(["a cat", "the sun", "a dog"]),
+            ...           tf.constant(["a dog", "a cat", "the sun"])), tf.zeros(3))
+            >>> sorted(model.test_step(batch))
+            ['loss']
+        """
+        if self.cache_chunk_size is None:
+            return super().test_step(data)
+        return cached_test_step(self, data, self.cache_chunk_size)
+
     # -- encoding ----------------------------------------------------------------------------
     def tokens(self, texts: Any) -> tf.Tensor:
         """Raw strings -> padded token ids (identity for token-id inputs).
@@ -654,13 +717,63 @@ class SiameseModel(TapeModel):
             The loss and, for the metrics, the labels and the cosines of the pairs.
         """
         texts, labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        texts = self.checked_sides(texts)
+        embeddings = self.embed_aligned(texts, training)  # (batch, 2 or 3, dim)
+        return self.output_of(texts, labels, sample_weight, embeddings, training)
+
+    def checked_sides(self, texts: Any) -> tuple:
+        """The batch's sides as a tuple, checked: a third text only for a loss that uses it.
+
+        Args:
+            texts: The batch's inputs: `(texts_a, texts_b)` or, with hard negatives,
+                `(texts_a, texts_b, negatives)`.
+
+        Returns:
+            The sides as a tuple.
+
+        Raises:
+            TapefitError: hard negatives for a loss that cannot use them.
+
+        Examples:
+            >>> model = SiameseModel(vocabulary=["a"], loss={"name": "in_batch_negatives"})
+            >>> model.compile("sgd", **model.compile_defaults())
+            >>> len(model.checked_sides([["a"], ["a"], ["a"]]))
+            3
+        """
         texts = tuple(texts)
         if len(texts) > 2 and not getattr(self.loss, "uses_negatives", False):
             raise TapefitError(
                 f"{type(self.loss).__name__} cannot use hard negatives (a third text per "
                 "pair): compile with InBatchNegativesLoss or TripletLoss"
             )
-        embeddings = self.embed_aligned(texts, training)  # (batch, 2 or 3, dim)
+        return texts
+
+    def output_of(
+        self, texts: tuple, labels: Any, sample_weight: Any, embeddings: Any, training: bool
+    ) -> StepOutput:
+        """The step's loss and metric inputs from the batch's stacked embeddings.
+
+        `forward`'s second half, which the cached step calls on embeddings it computed in
+        chunks.
+
+        Args:
+            texts: The batch's sides.
+            labels: The labels, or None.
+            sample_weight: The sample weights, or None.
+            embeddings: `(batch, len(texts), dim)` unit vectors.
+            training: Whether this is a training step.
+
+        Returns:
+            As `forward`.
+
+        Examples:
+            >>> model = SiameseModel(vocabulary=["a"])
+            >>> model.compile("sgd", **model.compile_defaults())
+            >>> unit = tf.math.l2_normalize(tf.random.normal((2, 2, 4)), -1)
+            >>> out = model.output_of((["a", "a"], ["a", "a"]), tf.ones(2), None, unit, False)
+            >>> tuple(out.y_pred.shape)
+            (2,)
+        """
         pair = embeddings[:, :2]
         if getattr(self.loss, "uses_text_ids", False):
             targets = tf.stack([text_fingerprint(t) for t in texts], axis=1)

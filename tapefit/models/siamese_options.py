@@ -11,6 +11,7 @@ import keras
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
+from tapefit.models.cached_step import check_cache_chunk_size
 from tapefit.models.fine_tuning import check_fine_tuning
 from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss
 from tapefit.models.siamese_pretrained import check_pretrained_options
@@ -55,6 +56,7 @@ class PairLossOptions(TypedDict, total=False):
     symmetric: bool  # in_batch_negatives: also pick each positive's anchor
     mining: Literal["hard", "all"]  # triplet: the hardest negative, or every violating one
     across_replicas: bool  # in_batch_negatives, triplet: gather negatives from every replica
+    cache_chunk_size: int | None  # in_batch_negatives, triplet: the cached step's chunk
 
 
 def check_siamese_options(options: Mapping[str, Any]) -> None:
@@ -96,6 +98,7 @@ def check_siamese_options(options: Mapping[str, Any]) -> None:
     loss = dict(options.get("loss") or {})
     if "name" in loss:
         parse_choice(PairLoss, loss["name"], "model.loss.name")
+    check_cache_chunk_size(loss.get("cache_chunk_size"), str(loss.get("name", "cosine_mse")))
     retrieval = dict(options.get("retrieval") or {})
     unknown = sorted(set(retrieval) - set(RetrievalOptions.__annotations__))
     if unknown:

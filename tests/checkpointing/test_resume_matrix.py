@@ -80,6 +80,18 @@ PRETRAINED = [  # 10 steps of 32 pairs; the folder is written into the user's pr
     "+optimizers.backbone.learning_rate=0.0001",
 ]
 BOTH = [*STOPPING, *PLATEAU]
+CACHED = [
+    "experiment=siamese",
+    "data.train_size=320",
+    "data.val_size=64",
+    "data.test_size=64",
+    "data.batch_size=32",
+    "model.encoder.units=8",
+    "model.encoder.recurrent_dropout=0.2",
+    "model.loss.name=in_batch_negatives",
+    "model.loss.symmetric=true",
+    "model.loss.cache_chunk_size=12",
+]
 
 # Every cell trains five times, so none repeats another: EarlyStopping keeping its last weights
 # beside ReduceLROnPlateau on the CNN, and both with a user callback on the user's
@@ -95,6 +107,8 @@ CELLS = {
     "user_model-both-user_callback": [*USER, *BOTH, *COUNTER],
     # a pretrained BERT encoder (dropout), its head alone for 12 steps, its own optimizer
     "pretrained-frozen_start-backbone_optimizer": [*PRETRAINED, *PLATEAU],
+    # the cached (GradCache) step, chunks of 12 of 32 pairs, with recurrent dropout redrawn
+    "siamese-cached_in_batch_negatives-plateau": [*CACHED, *PLATEAU],
 }
 
 USER_MODULE = '''
