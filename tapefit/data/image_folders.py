@@ -5,6 +5,7 @@ the `tf.data` pipeline, a few batches ahead of the step."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,8 +159,22 @@ def first_unreadable(
             encoded = read_source(path) if tagged else tf.io.read_file(path)
             tf.io.decode_image(encoded, channels=channels, expand_animations=False)
         except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError) as error:
-            return index, error.message.splitlines()[0]
+            return index, decoder_reason(error.message)
     return None
+
+
+def decoder_reason(message: str) -> str:
+    """TensorFlow's decoding error without its graph and op names.
+
+    Examples:
+        >>> decoder_reason("{{function_node __wrapped__DecodeImage_device_/job:localhost/"
+        ...     "replica:0/task:0/device:CPU:0}} Unknown image file format. One of JPEG, PNG "
+        ...     "required. [Op:DecodeImage] name: ")
+        'Unknown image file format. One of JPEG, PNG required.'
+    """
+    first = message.splitlines()[0] if message else ""
+    first = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", first)
+    return re.sub(r"\s*\[Op:\w+\].*$", "", first).strip() or first
 
 
 def source_name(source: Any, index: int, split: str, tagged: bool) -> str:

@@ -69,6 +69,7 @@ class TableRows:
     sources: np.ndarray
     labels: list[int | str]
     declared_names: list[str] | None
+    lines: list[int]  # each row's line in the file (CSV/TSV, JSON lines) or its position
 
 
 def image_source(value: Any, folder: Path) -> bytes:
@@ -121,18 +122,19 @@ def class_label(value: Any) -> int | str:
     raise ValueError(f"the label {value!r} is neither a class name nor a class index (0, 1, ...)")
 
 
-def read_image_table(path: str | Path, spec: ImageTableSpec) -> TableRows:
-    """Every row of one table, each bad row a one-line error naming the file and the row.
+def read_image_table(path: str | Path, spec: ImageTableSpec, key: str = "train_path") -> TableRows:
+    """Every row of one table, each bad row a one-line error naming the file and the row
+    (`file:line`, the line a CSV/TSV or JSON-lines row is on, else the row's position).
 
     Raises:
         TapefitError: the table is missing or unreadable, a column is missing (naming the
             table's own columns and the key to set), a row's image or label is unusable, or
             the table holds no rows.
     """
-    path = checked_file(path, "image table")
+    path = checked_file(path, "image table", key)
     kind = resolve_format(path, spec)
     folder = path if is_saved_dataset(path) else path.parent
-    sources, labels = [], []
+    sources, labels, lines = [], [], []
     try:
         for first, _, record in file_records(path, kind, spec):
             try:
@@ -141,6 +143,7 @@ def read_image_table(path: str | Path, spec: ImageTableSpec) -> TableRows:
                 image, label = record
                 sources.append(image_source(image, folder))
                 labels.append(class_label(label))
+                lines.append(first)
             except ValueError as error:
                 raise TapefitError(f"{path}:{first}: {error}; fix or remove the row") from None
     except UnicodeDecodeError as error:
@@ -149,7 +152,8 @@ def read_image_table(path: str | Path, spec: ImageTableSpec) -> TableRows:
         ) from None
     if not sources:
         raise TapefitError(f"image table {path} holds no rows: it is empty")
-    return TableRows(np.array(sources, dtype=object), labels, declared_names(path, kind, spec))
+    names = declared_names(path, kind, spec)
+    return TableRows(np.array(sources, dtype=object), labels, names, lines)
 
 
 def declared_names(path: Path, kind: str, spec: ImageTableSpec) -> list[str] | None:
@@ -172,18 +176,18 @@ def declared_names(path: Path, kind: str, spec: ImageTableSpec) -> list[str] | N
 def labelled_split(rows: TableRows, classes: list[str] | None, path: Any) -> FileSplit:
     """`rows` with class indices: names looked up in `classes`, indices checked against it."""
     indices = []
-    for number, label in enumerate(rows.labels, start=1):
+    for line, label in zip(rows.lines, rows.labels, strict=True):
         if isinstance(label, str):
             if classes is None or label not in classes:
                 known = classes if classes is not None else "class indices"
                 raise TapefitError(
-                    f"{path}: row {number}'s class {label!r} is not one of the training "
-                    f"classes {known}: fix the label or add the class to the training table"
+                    f"{path}:{line}: class {label!r} is not one of the training classes "
+                    f"{known}: fix the label or add the class to the training table"
                 )
             label = classes.index(label)
         elif classes is not None and label >= len(classes):
             raise TapefitError(
-                f"{path}: row {number}'s class index {label} is not below the {len(classes)} "
+                f"{path}:{line}: class index {label} is not below the {len(classes)} "
                 f"training classes: fix the label"
             )
         indices.append(label)
@@ -198,9 +202,11 @@ def training_classes(rows: TableRows, path: Any) -> list[str]:
     names = sorted({label for label in rows.labels if isinstance(label, str)})
     indices = [label for label in rows.labels if isinstance(label, int)]
     if names and indices:
+        kinds = [isinstance(label, str) for label in rows.labels]
+        other = kinds.index(not kinds[0])
         raise TapefitError(
-            f"{path}: the training table mixes class names ({names[0]!r}) and class indices "
-            f"({indices[0]}): use one or the other"
+            f"{path}:{rows.lines[other]}: label {rows.labels[other]!r} mixes class names and "
+            f"class indices (line {rows.lines[0]}: {rows.labels[0]!r}): use one or the other"
         )
     return names or [str(index) for index in range(max(indices) + 1)]
 
@@ -278,16 +284,18 @@ def image_table(
     spec = ImageTableSpec(
         format=FileFormat(format), image_column=str(image_column), label_column=str(label_column)
     )
-    train_rows = read_image_table(train_path, spec)
+    train_rows = read_image_table(train_path, spec, "train_path")
     classes = training_classes(train_rows, train_path)
     train = labelled_split(train_rows, classes, train_path)
     if validation_path is None:
         train, val = split_off(train, check_fraction("val_fraction", val_fraction), seed)
     else:
-        val = labelled_split(read_image_table(validation_path, spec), classes, validation_path)
+        val_rows = read_image_table(validation_path, spec, "validation_path")
+        val = labelled_split(val_rows, classes, validation_path)
     splits = {"train": train, "val": val}
     if test_path is not None:
-        splits["test"] = labelled_split(read_image_table(test_path, spec), classes, test_path)
+        test_rows = read_image_table(test_path, spec, "test_path")
+        splits["test"] = labelled_split(test_rows, classes, test_path)
     return folder_data(
         splits,
         classes,

@@ -56,13 +56,14 @@ def is_saved_dataset(path: Path) -> bool:
     return (path / "state.json").is_file() and (path / "dataset_info.json").is_file()
 
 
-def checked_file(path: str | Path, what: str = "pair file") -> Path:
+def checked_file(path: str | Path, what: str = "pair file", key: str | None = None) -> Path:
     """`path` as an existing file (or a Hugging Face `save_to_disk` folder), or a one-line
     error saying what it is instead.
 
     Args:
         path: A pair file's path (`~` expanded).
         what: What the errors call the file (`pair file`, `image table`).
+        key: The `data` option that names it, for the errors (default: the paths' keys).
 
     Returns:
         The path, `~` expanded.
@@ -89,5 +90,6 @@ def checked_file(path: str | Path, what: str = "pair file") -> Path:
     if path.is_dir():
         raise TapefitError(f"{what} {path} is a directory: point the path at a file in it")
     if not path.is_file():
-        raise TapefitError(f"{what} {path} does not exist: check data.train_path/test_path")
+        keys = f"data.{key}" if key else "data.train_path/test_path"
+        raise TapefitError(f"{what} {path} does not exist: check {keys}")
     return path
