@@ -101,7 +101,10 @@ def predict_run(
     to_labels = label_scale(model) if scale == "label" else None
     dataset = getattr(data, split, None)
     if dataset is None:
-        raise TapefitError(f"split={split}: the data has no such split")
+        raise TapefitError(
+            f"split={split}: the run's data has no {split} split: give one (data.test_path="
+            "<file> for files) or predict on split=val"
+        )
     columns: dict[str, list] = {}
     for batch in dataset:
         x = keras.utils.unpack_x_y_sample_weight(batch)[0]
