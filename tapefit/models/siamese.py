@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
+from tapefit.evaluation.matryoshka import leading_components
 from tapefit.evaluation.retrieval import RetrievalTask, pair_task
 from tapefit.models.cached_step import (
     cached_test_step,
@@ -34,6 +35,7 @@ from tapefit.models.fine_tuning import (
 )
 from tapefit.models.layers import TextEncoder
 from tapefit.models.losses import pair_cosine
+from tapefit.models.losses.matryoshka import check_matryoshka
 from tapefit.models.siamese_evaluation import pair_report, validation_callbacks
 from tapefit.models.siamese_inference import (
     encode_in_batches,
@@ -214,6 +216,12 @@ class SiameseModel(TapeModel):
             self.loss_settings.get("cache_chunk_size"),
             str(self.loss_settings.get("name", "cosine_mse")),
         )
+        # the leading dimensions the loss also trains alone (Matryoshka); [] without
+        nested = check_matryoshka(
+            self.loss_settings.get("matryoshka_dims"),
+            self.loss_settings.get("matryoshka_weights"),
+        )
+        self.matryoshka_dims = list(nested[0]) if nested else []
         self.label_type = str(label_type)
         self.label_range = [float(v) for v in label_range]
         self.retrieval_settings = dict(retrieval or {})
@@ -437,7 +445,7 @@ class SiameseModel(TapeModel):
             The callbacks to add (none without a validation split in memory).
         """
         task = self.retrieval_task if self.retrieval_settings.get("enabled") else None
-        return validation_callbacks(data, task)
+        return validation_callbacks(data, task, self.matryoshka_dims)
 
     def retrieval_task(self, split: Any) -> RetrievalTask:
         """The retrieval task of a split (a `PairSplit`: `texts_a`, `texts_b`, `labels`).
@@ -477,7 +485,7 @@ class SiameseModel(TapeModel):
             `test_<metric>` values and `skipped_lines`.
         """
         task = self.retrieval_task if self.retrieval_settings.get("enabled") else None
-        return pair_report(self, data, run_dir, task)
+        return pair_report(self, data, run_dir, task, self.matryoshka_dims)
 
     def serving_endpoints(self) -> dict[str, tuple[Any, list[Any]]]:
         """The signatures a SavedModel export of the model offers.
@@ -788,7 +796,11 @@ class SiameseModel(TapeModel):
 
     # -- use -------------------------------------------------------------------------------------
     def encode(
-        self, texts: Sequence[Any], batch_size: int = 256, normalize: bool = True
+        self,
+        texts: Sequence[Any],
+        batch_size: int = 256,
+        normalize: bool = True,
+        dim: int | None = None,
     ) -> np.ndarray:
         """L2-normalised embeddings of `texts` as a NumPy array `(n, dim)`.
 
@@ -801,6 +813,8 @@ class SiameseModel(TapeModel):
             texts: Raw strings (or token-id rows for a model without a vocabulary).
             batch_size: Texts encoded per batch.
             normalize: False: the pooled (and projected) vectors, not scaled to length 1.
+            dim: Keep the first `dim` components (a Matryoshka model's smaller embedding,
+                `model.loss.matryoshka_dims`), normalised again; None: all.
 
         Returns:
             float32 array `(len(texts), dim)`.
@@ -811,7 +825,9 @@ class SiameseModel(TapeModel):
             >>> model.encode(["a cat", "a dog", "sat"]).shape
             (3, 8)
         """
-        return encode_in_batches(self, texts, batch_size, normalize)
+        if dim is None:
+            return encode_in_batches(self, texts, batch_size, normalize)
+        return leading_components(encode_in_batches(self, texts, batch_size, False), dim, normalize)
 
     def similarity(self, texts_a: Sequence[Any], texts_b: Sequence[Any]) -> np.ndarray:
         """Cosine similarity of each pair `(texts_a[i], texts_b[i])`.

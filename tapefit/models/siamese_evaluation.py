@@ -4,12 +4,17 @@ writes `similarity.png` into the run directory."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import keras
 
+from tapefit.evaluation.matryoshka import (
+    MatryoshkaMetrics,
+    nested_pair_metrics,
+    nested_retrieval_metrics,
+)
 from tapefit.evaluation.metrics import SplitMetrics, pair_metrics, threshold_report
 from tapefit.evaluation.retrieval import RetrievalMetrics, RetrievalTask, evaluate_task
 from tapefit.models.plots import plot_similarity
@@ -19,13 +24,14 @@ TaskOf = Callable[[Any], RetrievalTask]
 
 
 def validation_callbacks(
-    data: Any, retrieval_task: TaskOf | None
+    data: Any, retrieval_task: TaskOf | None, dims: Sequence[int] = ()
 ) -> list[keras.callbacks.Callback]:
     """Whole-validation-split correlation (graded) or AUC (binary), and retrieval metrics.
 
     Args:
         data: The run's data object.
         retrieval_task: Makes a split's retrieval task; None: no retrieval metrics.
+        dims: Matryoshka dimensions, each reported on its own (`val_spearman_64`, ...).
 
     Returns:
         The callbacks to add (none without a validation split in memory).
@@ -39,13 +45,21 @@ def validation_callbacks(
         return []
     labels = data.splits["val"].labels
     callbacks = [SplitMetrics(data.inputs("val"), labels, data.label_type, prefix="val_")]
-    if retrieval_task is not None:
-        callbacks.append(RetrievalMetrics(retrieval_task(data.splits["val"]), "val_"))
+    task = retrieval_task(data.splits["val"]) if retrieval_task is not None else None
+    if task is not None:
+        callbacks.append(RetrievalMetrics(task, "val_"))
+    if dims:
+        texts = tuple(data.splits["val"].texts[:2])
+        callbacks.append(MatryoshkaMetrics(texts, labels, data.label_type, dims, task, "val_"))
     return callbacks
 
 
 def pair_report(
-    model: keras.Model, data: Any, run_dir: Path, retrieval_task: TaskOf | None
+    model: keras.Model,
+    data: Any,
+    run_dir: Path,
+    retrieval_task: TaskOf | None,
+    dims: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Test-split metrics, `similarity.png`, and the lines the reader skipped.
 
@@ -55,6 +69,7 @@ def pair_report(
         data: The run's data object.
         run_dir: The run directory, where `similarity.png` is written.
         retrieval_task: Makes a split's retrieval task; None: no retrieval metrics.
+        dims: Matryoshka dimensions, each reported on its own (`test_spearman_64`, ...).
 
     Returns:
         `test_<metric>` values and `skipped_lines`.
@@ -76,6 +91,12 @@ def pair_report(
     if data.label_type == "binary" and "val" in data.splits:  # thresholds from validation
         val_scores = model.predict(data.inputs("val"), verbose=0)
         report.update(threshold_report(val_scores, data.splits["val"].labels, scores, gold))
-    if retrieval_task is not None:
-        report.update(evaluate_task(model, retrieval_task(data.splits["test"]), "test_"))
+    task = retrieval_task(data.splits["test"]) if retrieval_task is not None else None
+    if task is not None:
+        report.update(evaluate_task(model, task, "test_"))
+    if dims:
+        texts = tuple(data.splits["test"].texts[:2])
+        report.update(nested_pair_metrics(model, texts, gold, data.label_type, dims, "test_"))
+        if task is not None:
+            report.update(nested_retrieval_metrics(model, task, dims, "test_"))
     return report

@@ -70,7 +70,9 @@ def encode_in_batches(
 
 
 def serving_endpoints(model: keras.Model) -> dict[str, tuple[Any, list[Any]]]:
-    """The signatures a SavedModel export of the model offers: `serve` and `encode`.
+    """The signatures a SavedModel export of the model offers: `serve`, `encode`, and for a
+    Matryoshka model `encode_<dim>` per dimension of `model.loss.matryoshka_dims` (the
+    leading components, normalised again).
 
     Args:
         model: The model; its `call` scores pairs, its `embed` encodes texts.
@@ -92,7 +94,14 @@ def serving_endpoints(model: keras.Model) -> dict[str, tuple[Any, list[Any]]]:
     def encode(texts: tf.Tensor) -> tf.Tensor:
         return model.embed(texts, training=False)
 
-    return {"serve": (serve, [texts, texts]), "encode": (encode, [texts])}
+    endpoints = {"serve": (serve, [texts, texts]), "encode": (encode, [texts])}
+    for dim in getattr(model, "matryoshka_dims", []):
+
+        def encode_leading(texts: tf.Tensor, dim: int = dim) -> tf.Tensor:
+            return tf.math.l2_normalize(model.pooled(texts, training=False)[:, :dim], axis=-1)
+
+        endpoints[f"encode_{dim}"] = (encode_leading, [texts])
+    return endpoints
 
 
 def prediction_columns(pairs: Any, similarities: Any) -> dict[str, Any]:

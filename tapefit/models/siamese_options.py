@@ -14,6 +14,7 @@ from tapefit.errors import TapefitError
 from tapefit.models.cached_step import check_cache_chunk_size
 from tapefit.models.fine_tuning import check_fine_tuning
 from tapefit.models.losses import PairLoss, losses_for_labels, make_pair_loss
+from tapefit.models.losses.matryoshka import MatryoshkaLoss, check_matryoshka
 from tapefit.models.siamese_pretrained import check_pretrained_options
 from tapefit.text.wordpiece import Tokenizer
 
@@ -57,6 +58,8 @@ class PairLossOptions(TypedDict, total=False):
     mining: Literal["hard", "all"]  # triplet: the hardest negative, or every violating one
     across_replicas: bool  # in_batch_negatives, triplet: gather negatives from every replica
     cache_chunk_size: int | None  # in_batch_negatives, triplet: the cached step's chunk
+    matryoshka_dims: list[int] | None  # any loss: also train these leading dimensions alone
+    matryoshka_weights: list[float] | None  # the weight of each of those dimensions' losses
 
 
 def check_siamese_options(options: Mapping[str, Any]) -> None:
@@ -99,6 +102,7 @@ def check_siamese_options(options: Mapping[str, Any]) -> None:
     if "name" in loss:
         parse_choice(PairLoss, loss["name"], "model.loss.name")
     check_cache_chunk_size(loss.get("cache_chunk_size"), str(loss.get("name", "cosine_mse")))
+    check_matryoshka(loss.get("matryoshka_dims"), loss.get("matryoshka_weights"))
     retrieval = dict(options.get("retrieval") or {})
     unknown = sorted(set(retrieval) - set(RetrievalOptions.__annotations__))
     if unknown:
@@ -154,4 +158,7 @@ def configured_pair_loss(
             f"data.label_type={loss.label_type}, or use model.loss.name={others[0]} for "
             f"{label_type} labels"
         )
+    nested = check_matryoshka(options.get("matryoshka_dims"), options.get("matryoshka_weights"))
+    if nested is not None:
+        loss = MatryoshkaLoss(loss, *nested)
     return loss
