@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,8 @@ import numpy as np
 import tensorflow as tf
 from sklearn.model_selection import train_test_split
 
-from tapefit.data.images import ImageData, ImageSplit
+from tapefit.data.images import ImageData, ImageSplit, check_fraction
+from tapefit.data.loader_checks import at_least_or_null
 from tapefit.data.pipeline import PREFETCH_BATCHES, pipeline_options
 from tapefit.errors import TapefitError
 
@@ -74,6 +75,27 @@ def class_folder(
         paths += files
         labels += [classes.index(subfolder.name)] * len(files)
     return FileSplit(np.array(paths), np.array(labels, dtype="int64")), classes
+
+
+def check_image_files_options(options: Mapping[str, Any]) -> None:
+    """The checks of `image_folder`'s and `image_table`'s shared options (given with their
+    defaults): the image size, the held-out fraction without a validation path, the batch.
+
+    Examples:
+        >>> check_image_files_options(
+        ...     {"image_size": [8], "validation_path": "val", "batch_size": 4})
+        Traceback (most recent call last):
+        ...
+        tapefit.errors.TapefitError: data.image_size=[8] must be [height, width], both ...
+    """
+    size = list(options["image_size"])
+    if len(size) != 2 or min(size) < 1:
+        raise TapefitError(
+            f"data.image_size={size} must be [height, width], both at least 1, e.g. [64, 64]"
+        )
+    if options.get("validation_path") is None:
+        check_fraction("val_fraction", options["val_fraction"])
+    at_least_or_null(options["batch_size"], 1, "batch_size", null=False)
 
 
 def split_off(files: FileSplit, fraction: float, seed: int) -> tuple[FileSplit, FileSplit]:

@@ -25,11 +25,12 @@ from tapefit.data.image_folders import (
     FILE_TAG,
     FileSplit,
     FolderImageData,
+    check_image_files_options,
     folder_data,
     split_off,
 )
 from tapefit.data.images import check_fraction
-from tapefit.data.loader_checks import at_least_or_null, checked_by, with_defaults
+from tapefit.data.loader_checks import checked_by, with_defaults
 from tapefit.data.pair_files import FileFormat, Quoting, resolve_format
 from tapefit.data.pair_paths import checked_file, is_saved_dataset
 from tapefit.data.pair_records import file_records
@@ -212,15 +213,7 @@ def training_classes(rows: TableRows, path: Any) -> list[str]:
 
 
 def _check_image_table(given: dict[str, Any]) -> None:
-    options = with_defaults(image_table, given)
-    size = list(options["image_size"])
-    if len(size) != 2 or min(size) < 1:
-        raise TapefitError(
-            f"data.image_size={size} must be [height, width], both at least 1, e.g. [64, 64]"
-        )
-    if options.get("validation_path") is None:
-        check_fraction("val_fraction", options["val_fraction"])
-    at_least_or_null(options["batch_size"], 1, "batch_size", null=False)
+    check_image_files_options(with_defaults(image_table, given))
 
 
 @checked_by(_check_image_table)

@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from tapefit.data.image_folders import CHANNELS, FolderImageData, class_folder, folder_data
+from tapefit.data.image_folders import (
+    CHANNELS,
+    FolderImageData,
+    check_image_files_options,
+    class_folder,
+    folder_data,
+)
 from tapefit.data.image_folders import split_off as split_off_files
 from tapefit.data.images import (
     ImageData,
@@ -137,15 +143,7 @@ def mnist(
 
 
 def _check_image_folder(given: Mapping[str, Any]) -> None:
-    options = with_defaults(image_folder, given)
-    size = list(options["image_size"])
-    if len(size) != 2 or min(size) < 1:
-        raise TapefitError(
-            f"data.image_size={size} must be [height, width], both at least 1, e.g. [64, 64]"
-        )
-    if options.get("validation_path") is None:
-        check_fraction("val_fraction", options["val_fraction"])
-    at_least_or_null(options["batch_size"], 1, "batch_size", null=False)
+    check_image_files_options(with_defaults(image_folder, given))
 
 
 @checked_by(_check_image_folder)

@@ -578,13 +578,13 @@ class SiameseModel(TapeModel):
             The metrics' current results by name (`loss` first).
 
         Examples:
-            >>> model = SiameseModel.from_texts(["a cat", "a dog", "the sun"],
-            ...     encoder={"units": 4},
-            ...     loss={"name": "in_batch_negatives", "cache_chunk_size": 2})
+            >>> texts = np.array(["a red fox", "a blue hen", "one owl"], dtype=object)
+            >>> model = SiameseModel.from_texts(texts, encoder={"units": 4},
+            ...     loss={"name": "triplet", "cache_chunk_size": 1})
             >>> model.compile("sgd", **model.compile_defaults())
-            >>> batch = ((tf.constant(["a cat", "the sun", "a dog"]),
-            ...           tf.constant(["a dog", "a cat", "the sun"])), tf.zeros(3))
-            >>> sorted(model.test_step(batch))
+            >>> scores = model.evaluate((texts, texts[::-1]), np.zeros(3), verbose=0,
+            ...                         return_dict=True)
+            >>> list(scores)
             ['loss']
         """
         if self.cache_chunk_size is None:
