@@ -91,7 +91,7 @@ LAYERS = [
         "sweeps.summary",
         "sweeps.lr_find",
     },
-    {"__init__", "__main__", "launch", "evaluate", "predict", "compare"},
+    {"__init__", "__main__", "launch", "evaluate", "predict", "compare", "mine"},
 ]
 KEYS = {key: rank for rank, names in enumerate(LAYERS) for key in names}
 
@@ -323,7 +323,7 @@ PACKAGE_ORDER = [
     ["checkpointing"],
     ["runner"],
     ["sweeps"],
-    ["launch", "__main__", "__init__", "evaluate", "predict", "compare"],
+    ["launch", "__main__", "__init__", "evaluate", "predict", "compare", "mine"],
 ]
 
 

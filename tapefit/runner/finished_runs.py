@@ -30,11 +30,15 @@ from tapefit.training.runtime import seed_everything
 log = logging.getLogger("tapefit")
 
 MODEL_FILE = "model.keras"
-WHAT = {"run": "name the run directory, run=<run dir>", "output": "name the CSV, output=preds.csv"}
+WHAT = {
+    "run": "name the run directory, run=<run dir>",
+    "output": "name the file to write, output=preds.csv",
+    "input": "name the pair file to mine, input=pairs.tsv",
+}
 CONFIG_FILE = ".hydra/config.yaml"
 RETRIEVAL_FILES = ("queries", "corpus", "qrels")  # evaluate's keys for a search collection
 # Every key `tapefit.evaluate` or `tapefit.predict` takes; each takes some of them.
-OWN_KEYS = ("run", "ckpt", "output", "split", "name", "scale", *RETRIEVAL_FILES)
+OWN_KEYS = ("run", "ckpt", "output", "split", "name", "scale", "input", *RETRIEVAL_FILES)
 
 
 def parse_arguments(
@@ -167,14 +171,14 @@ def load_run(run_dir: str | Path, overrides: Sequence[str], ckpt: str = "tested"
     Raises:
         TapefitError: not a run directory, no model, or data that cannot load.
     """
-    cfg, path = _config_and_model_file(Path(run_dir), overrides, ckpt)
+    cfg, path = config_and_model_file(Path(run_dir), overrides, ckpt)
     seed_everything(cfg.seed, False)
     data = load_data(cfg.data, cfg.seed)
     model = keras.models.load_model(path)
     return cfg, data, model
 
 
-def _config_and_model_file(run_dir: Path, overrides: Sequence[str], ckpt: str) -> tuple:
+def config_and_model_file(run_dir: Path, overrides: Sequence[str], ckpt: str) -> tuple:
     """The run's config and the model file `ckpt` names, the model's class imported."""
     if not run_dir.is_dir():
         raise TapefitError(f"run={run_dir} is not a directory: name a tapefit run directory")
@@ -275,7 +279,7 @@ def retrieve_run(
             f"{missing[0]}= is missing: retrieval needs queries=, corpus= and qrels= together"
         )
     run_dir = Path(run_dir)
-    _, path = _config_and_model_file(run_dir, [], ckpt)
+    _, path = config_and_model_file(run_dir, [], ckpt)
     task = RetrievalTask(*retrieval_files(*(files[key] for key in RETRIEVAL_FILES)))
     model = keras.models.load_model(path)
     if not callable(getattr(model, "encode", None)):
