@@ -110,6 +110,7 @@ def test_grayscale_images_reach_a_cnn_built_for_one_channel(folders, compose):
     assert model(images).shape == (images.shape[0], 3)
 
 
+@pytest.mark.slow
 def test_a_run_keeps_the_class_names_with_the_model_and_in_the_run_directory(
     folders, compose, tmp_path
 ):

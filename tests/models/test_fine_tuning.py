@@ -127,6 +127,7 @@ def test_fine_tuning_settings_that_cannot_work_are_refused(preset, encoder, fine
         SiameseModel(encoder=encoder, fine_tuning=fine_tuning, **arguments)
 
 
+@pytest.mark.slow
 def test_gradcheck_agrees_with_the_tape_through_a_pretrained_backbone(preset):
     """The model rebuilt in float64 from its config alone (the backbone's, and the tokenizer's
     vocabulary in it) and differentiated: the tape's gradients match central differences and

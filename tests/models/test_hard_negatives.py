@@ -79,6 +79,7 @@ def test_gradients_with_hard_negatives_equal_finite_differences(loss):
     assert check.checked == 24 and check.max_relative_error < 1e-6
 
 
+@pytest.mark.slow
 @GATHERING_LOSSES
 def test_hard_negatives_gathered_across_replicas_equal_one_device(mirrored_strategy, make):
     ids, rows = triples(5)

@@ -200,6 +200,7 @@ def test_triplet_options_are_checked_and_serialise():
     assert keras.losses.deserialize(keras.losses.serialize(symmetric)).symmetric is True
 
 
+@pytest.mark.slow
 @GATHERING_LOSSES
 def test_negatives_gathered_across_replicas_equal_one_device(mirrored_strategy, make):
     ids, pairs = in_batch(12, size=8)

@@ -182,6 +182,7 @@ def test_settings_that_mean_nothing_with_a_pretrained_encoder_are_refused(
     assert message in str(refused.value)
 
 
+@pytest.mark.slow
 def test_a_keras_hub_preset_folder_builds_the_same_model(tmp_path):
     write_keras_hub_preset(tmp_path / "preset")
     model = SiameseModel(encoder={"preset": str(tmp_path / "preset"), "projection": 8})

@@ -92,6 +92,7 @@ def test_plain_cosine_loss_collapses_to_one_embedding(pairs):
     assert before.std() > 10 * after.std()
 
 
+@pytest.mark.slow
 def test_token_id_inputs_as_in_the_tutorial():
     rng = np.random.default_rng(0)
     tokens_a = rng.integers(1, 50, (64, 10))
@@ -107,6 +108,7 @@ def test_token_id_inputs_as_in_the_tutorial():
     assert model.similarity(tokens_a[:3], tokens_b[:3]).shape == (3,)
 
 
+@pytest.mark.slow
 def test_saved_model_reloads_with_vocabulary_and_identical_similarities(pairs, tmp_path):
     model = model_for(pairs, pooling="mean")
     model.compile(optimizer="adam", loss=CosineMSELoss())
@@ -135,6 +137,7 @@ def test_encode_is_normalised_and_similarity_checks_lengths(pairs):
         model.similarity(["a"], ["b", "c"])
 
 
+@pytest.mark.slow
 def test_contrastive_on_graded_labels_is_refused(compose, tmp_path):
     cfg = compose(["experiment=siamese", "model.loss.name=contrastive", "trainer.epochs=1"])
     with pytest.raises(TapefitError, match="contrastive needs binary 0/1 labels"):

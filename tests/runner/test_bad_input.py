@@ -207,6 +207,7 @@ def test_non_utf8_pair_files_name_the_encoding_option(compose, tmp_path):
     assert sum(metrics["samples"].values()) == 41
 
 
+@pytest.mark.slow
 def test_an_unterminated_quote_is_named_at_its_line_and_skip_counts_every_lost_line(
     compose, tmp_path
 ):
@@ -282,6 +283,7 @@ def test_empty_texts_and_directories_as_pair_files(compose, tmp_path, content, m
     refused(compose, tmp_path, file_run(compose, tmp_path, path), match)
 
 
+@pytest.mark.slow
 def test_a_diverging_classifier_run_fails_instead_of_reporting_success(compose, tmp_path):
     refused(compose, tmp_path, [*QUICK, "optimizer.learning_rate=1e9"], r"NaN/inf at epoch 1")
 

@@ -328,6 +328,7 @@ def test_lr_find_suggests_a_rate_near_one_that_trains_the_digits_cnn(tmp_path):
     assert trained["objective_value"] > 0.9  # validation accuracy
 
 
+@pytest.mark.slow
 def test_ema_with_several_optimizers_swaps_each_variable_with_its_own_average():
     from tapefit.callbacks.averaging import AveragedWeights, averaged_pairs, put_averages_in
     from tapefit.training.fitting import deferred_finalize
@@ -416,6 +417,7 @@ def test_validation_intervals_over_a_stream_of_unknown_length(tmp_path, interval
     assert rows[-1]["step"] == 2 * STEPS  # both passes over the stream, not a step more
 
 
+@pytest.mark.slow
 def test_ema_validation_equals_keras_swap_ema_weights_on_plain_keras():
     """Plain Keras is the control: a keras.Model with Keras' own SwapEMAWeights validates with
     the values a TapeModel with tapefit's AveragedWeights does. Bitwise in the first epoch

@@ -17,6 +17,7 @@ def test_mlp_reaches_high_accuracy_on_digits(compose, tmp_path):
     assert metrics["epochs_run"] == 15
 
 
+@pytest.mark.slow
 def test_every_callback_from_config_does_its_job(compose, tmp_path):
     cfg = compose(
         [
@@ -145,6 +146,7 @@ def test_a_finished_run_leaves_none_of_its_traced_graphs_alive(compose, tmp_path
     assert live_graphs() == before
 
 
+@pytest.mark.slow
 def test_released_custom_gradients_frees_a_plain_keras_models_graphs():
     """The advice in docs/how-to/sweeps.md for a user's own loop of Keras `fit` calls."""
     import keras
@@ -176,6 +178,7 @@ class LoudStopping(keras.callbacks.EarlyStopping):
 '''
 
 
+@pytest.mark.slow
 def test_a_configured_callback_takes_a_users_class_by_target(compose, tmp_path, monkeypatch):
     from tapefit import TapefitError
 

@@ -79,6 +79,7 @@ def assert_same(one, two, atol=1e-6):
         np.testing.assert_allclose(history_b[key], history_a[key], atol=atol, rtol=0)
 
 
+@pytest.mark.slow
 def test_readme_regressor_under_mirrored_strategy_equals_one_device(mirrored_strategy):
     regressor = load_experiment("custom_step").SmoothRegressor
     one = fit(regressor, regression_data(), tf.distribute.get_strategy(), ["mae"])
@@ -87,6 +88,7 @@ def test_readme_regressor_under_mirrored_strategy_equals_one_device(mirrored_str
     assert one[1]["loss"][-1] < one[1]["loss"][0]  # it trained
 
 
+@pytest.mark.slow
 def test_hand_written_loss_classifier_under_mirrored_strategy_equals_one_device(
     mirrored_strategy,
 ):
@@ -101,6 +103,7 @@ def test_hand_written_loss_classifier_under_mirrored_strategy_equals_one_device(
     assert one[0].evaluate(x, y, verbose=0, return_dict=True)["loss"] == pytest.approx(full)
 
 
+@pytest.mark.slow
 def test_precomputed_gradients_match_the_tape_helper_exactly(mirrored_strategy):
     data = classification_data()
     helper = fit(HandLossClassifier, data, tf.distribute.get_strategy(), ["accuracy"])

@@ -80,10 +80,12 @@ def assert_same_training(results, atol=0.0):
     assert max(np.abs(a - b).max() for a, b in zip(initial, tape.get_weights(), strict=True)) > 1e-3
 
 
+@pytest.mark.slow
 def test_fidelity_cnn_with_batchnorm_and_dropout():
     assert_same_training(train_both())
 
 
+@pytest.mark.slow
 def test_fidelity_with_sample_weights_and_regularisation_loss():
     results = train_both(regulariser=True, sample_weights=True)
     assert_same_training(results)
@@ -102,6 +104,7 @@ def test_fidelity_under_mirrored_strategy_on_two_logical_cpus(mirrored_strategy)
     assert_same_training(results)
 
 
+@pytest.mark.slow
 def test_mixed_float16_scales_the_loss_like_keras():
     keras.mixed_precision.set_global_policy("mixed_float16")
     results = train_both()
@@ -164,6 +167,7 @@ def test_progress_bar_with_compiled_metrics_does_not_crash(capsys):
     assert set(history.history) == {"accuracy", "loss"}
 
 
+@pytest.mark.slow
 def test_functional_tape_model_round_trips_through_keras_file(tmp_path):
     x, y, _ = data(32)
     model = TapeModel(*cnn_network(2))

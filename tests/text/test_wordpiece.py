@@ -195,6 +195,7 @@ print("keras_hub" in sys.modules)
 """
 
 
+@pytest.mark.slow
 def test_import_tapefit_and_word_models_never_import_keras_hub(monkeypatch):
     # a real interpreter: the tests' warm one (tests/zygote.py) has keras-hub imported
     monkeypatch.setenv("TAPEFIT_TEST_FORK", "0")

@@ -43,6 +43,7 @@ def test_wgan_gp_example_trains_logs_and_reloads_both_optimizers(wgan_gp, tmp_pa
     assert int(restored.optimizers["generator"].iterations) == steps + 1
 
 
+@pytest.mark.slow
 def test_every_named_optimizer_scales_its_loss_under_mixed_float16(wgan_gp):
     keras.mixed_precision.set_global_policy("mixed_float16")
     model = wgan_gp.build(n_critic=2)

@@ -76,6 +76,7 @@ def test_an_overflowing_step_is_skipped_and_halves_the_loss_scale():
     assert float(model.optimizer.dynamic_scale.numpy()) < 2.0**15 / 2
 
 
+@pytest.mark.slow
 def test_mixed_bfloat16_trains_the_digits_classifier_past_90_percent(compose, tmp_path):
     cfg = compose(
         [
@@ -113,6 +114,7 @@ def test_the_siamese_model_keeps_float32_outputs_and_losses(policy):
     assert np.isfinite(history.history["loss"]).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16", "float32"])
 def test_prepare_reapplies_the_policy_after_clear_session(compose, policy):
     cfg = compose([f"trainer.precision={policy}"])
