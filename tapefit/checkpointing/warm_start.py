@@ -8,10 +8,12 @@ takes every other layer with `init_from_strict=false`. The optimizer starts afre
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import keras
 import numpy as np
@@ -57,6 +59,69 @@ def weights_file(source: str | Path, scratch: Path) -> Path:
     raise TapefitError(
         f"init_from={source}: not found, or not a run directory, .keras or .weights.h5 file"
     )
+
+
+def source_config(source: str | Path) -> dict[str, Any]:
+    """The constructor arguments of the model saved in `source` (a run directory or a `.keras`
+    file), read from the archive's `config.json`; `{}` for a `.weights.h5` file (it holds no
+    config) or anything unreadable (`init_from` then says what is wrong)."""
+    path = Path(source)
+    path = path / "model.keras" if path.is_dir() else path
+    try:
+        with zipfile.ZipFile(path) as archive:
+            saved = json.loads(archive.read("config.json"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return {}
+    config = saved.get("config") if isinstance(saved, dict) else None
+    return config if isinstance(config, dict) else {}
+
+
+def shared_vocabulary(source: str | Path, supplied: dict[str, Any]) -> dict[str, Any]:
+    """`supplied` (the arguments the data decide) with the source model's vocabulary: its
+    embedding rows are indexed by that vocabulary, so a run that starts from its weights must
+    read texts with it, not with one learnt again on its own (possibly other) training data.
+
+    Args:
+        source: `init_from`'s value.
+        supplied: The data's `model_arguments()` the new model takes.
+
+    Returns:
+        `supplied`, its `vocabulary` replaced by the source's when both have one.
+
+    Raises:
+        TapefitError: the source learnt another kind of vocabulary (word vs. WordPiece).
+
+    Examples:
+        >>> shared_vocabulary("no/such/run", {"vocabulary": ["a", "b"]})
+        {'vocabulary': ['a', 'b']}
+    """
+    if supplied.get("vocabulary") is None:
+        return supplied
+    config = source_config(source)
+    vocabulary = config.get("vocabulary")
+    if not isinstance(vocabulary, list):
+        if not config:
+            log.warning(
+                "init_from=%s holds no vocabulary: this run's, learnt on its own training "
+                "data, must be the one the weights were trained with",
+                source,
+            )
+        return supplied
+    theirs, ours = config.get("tokenizer", "word"), supplied.get("tokenizer", "word")
+    if theirs != ours:
+        raise TapefitError(
+            f"init_from={source} read texts with a {theirs} vocabulary, this run with a {ours} "
+            f"one: set data.tokenizer={theirs}"
+        )
+    if vocabulary != supplied["vocabulary"]:
+        log.info(
+            "init_from=%s: texts read with its vocabulary (%d entries), not the %d learnt on "
+            "this run's training data",
+            source,
+            len(vocabulary),
+            len(supplied["vocabulary"]),
+        )
+    return {**supplied, "vocabulary": vocabulary}
 
 
 def init_from(model: keras.Model, source: str | Path, strict: bool = True) -> dict[str, int]:

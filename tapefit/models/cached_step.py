@@ -97,7 +97,9 @@ def embed_in_chunks(
         return index + 1, parts.write(index, tf.stop_gradient(part))
 
     parts = tf.TensorArray(first.dtype, size=count, infer_shape=False).write(0, first)
-    _, parts = tf.while_loop(lambda index, _: index < count, body, (tf.constant(1), parts))
+    _, parts = tf.while_loop(
+        lambda index, _: index < count, body, (tf.constant(1), parts), parallel_iterations=1
+    )
     # the static shape a loss reads (a third side: hard negatives) survives the loop
     return tf.ensure_shape(parts.concat(), [None, *first.shape[1:]])
 
@@ -129,7 +131,10 @@ def chunk_gradients(
         return (index + 1, *(total + found[i] for total, i in zip(sums, reached, strict=True)))
 
     _, *sums = tf.while_loop(
-        lambda index, *_: index < count, body, (tf.constant(1), *(first[i] for i in reached))
+        lambda index, *_: index < count,
+        body,
+        (tf.constant(1), *(first[i] for i in reached)),
+        parallel_iterations=1,  # one chunk's activations alive at a time: the memory bound
     )
     gradients: list[Any] = [None] * len(first)
     for i, total in zip(reached, sums, strict=True):

@@ -12,6 +12,7 @@ from typing import Any
 import keras
 from omegaconf import DictConfig, OmegaConf
 
+from tapefit.checkpointing.warm_start import shared_vocabulary
 from tapefit.config.targets import (
     accepted_arguments,
     checked_target,
@@ -103,11 +104,16 @@ def check_tokenizer(model: Any, data: Any, target: Any) -> None:
 
 
 def build_model_from_config(
-    model: Any, data: Any, target: Any = None, loader: str = "the data"
+    model: Any,
+    data: Any,
+    target: Any = None,
+    loader: str = "the data",
+    init_from: str | None = None,
 ) -> keras.Model:
     """The model the `model` node configures, given the `data` object's `model_arguments()`
     its signature takes and the node does not set. `target`: the class `model._target_`
-    names, if located already; `loader`: the data's `_target_`, for the error."""
+    names, if located already; `loader`: the data's `_target_`, for the error; `init_from`:
+    the run whose weights the model will start from (its vocabulary replaces the data's)."""
     node = model
     target = target or model_class(node)
     offered = hook(data, "model_arguments")
@@ -117,6 +123,8 @@ def build_model_from_config(
         for name, value in (offered() if offered else {}).items()
         if name in accepted and name not in node
     }
+    if init_from:
+        supplied = shared_vocabulary(init_from, supplied)
     missing = [
         name for name in required_arguments(target) if name not in node and name not in supplied
     ]

@@ -102,7 +102,11 @@ def build_checked_model(
     trainer = spec.trainer
     with strategy.scope():
         model = build_model_from_config(
-            cfg.model, data, spec.model_class, cfg.data.get("_target_", "the data")
+            cfg.model,
+            data,
+            spec.model_class,
+            cfg.data.get("_target_", "the data"),
+            spec.checkpoint.init_from,
         )
         compiled = compile_model(model, spec.compile, steps_of(data.train, trainer.steps_per_epoch))
         build_before_training(model, data.train, f"model._target_={cfg.model._target_}")

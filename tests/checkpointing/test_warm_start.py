@@ -73,3 +73,50 @@ def test_other_shapes_are_refused_in_one_line_or_skipped_when_not_strict(source_
 def test_a_missing_source_is_one_line(tmp_path):
     with pytest.raises(TapefitError, match="not found, or not a run directory"):
         tapefit.run(tapefit.compose([*QUICK, f"init_from={tmp_path / 'nope'}"]), tmp_path / "r")
+
+
+def write_pairs(path, rows):
+    path.write_text("".join(f"{a}\t{b}\n" for a, b in [("text1", "text2"), *rows]))
+
+
+def test_a_text_model_reads_new_data_with_the_vocabulary_its_weights_learnt(
+    tmp_path, caplog, monkeypatch
+):
+    """The embedding's rows are indexed by the source's vocabulary: a run on other texts (a
+    mined file, a new domain) must keep it, not learn one again and shift every row."""
+    from tapefit.data.synthetic_pairs import PairGenerator
+
+    monkeypatch.chdir(tmp_path)
+    generator = PairGenerator(seed=3)
+    first = list(zip(*generator.pairs(120)[:2], strict=True))
+    write_pairs(tmp_path / "first.tsv", first)
+    # other texts: a different vocabulary would be learnt from them (other words, other counts)
+    write_pairs(tmp_path / "other.tsv", [(b + " zebra quokka", a) for a, b in first[:60]])
+    pairs = [
+        "experiment=siamese",
+        "data=pairs_file",
+        "data.label_column=null",
+        "model.loss.name=in_batch_negatives",
+        "model.encoder.units=8",
+        "trainer.epochs=1",
+        "trainer.verbose=0",
+    ]
+    tapefit.run(tapefit.compose([*pairs, "data.train_path=first.tsv"]), tmp_path / "a")
+    source = keras.models.load_model(tmp_path / "a" / "model.keras")
+    seen = WeightsAtStart()
+    again = [*pairs, "data.train_path=other.tsv", f"init_from={tmp_path / 'a'}"]
+    with caplog.at_level(logging.INFO, logger="tapefit"):
+        tapefit.run(tapefit.compose(again), tmp_path / "b", [seen])
+    model = keras.models.load_model(tmp_path / "b" / "model.keras")
+    assert model.get_config()["vocabulary"] == source.get_config()["vocabulary"]
+    assert "zebra" not in model.get_config()["vocabulary"]
+    for got, want in zip(seen.weights, source.weights, strict=True):
+        np.testing.assert_array_equal(got, np.array(want))
+    assert any("texts read with its vocabulary" in r.getMessage() for r in caplog.records)
+    wordpiece = [*again, "data.tokenizer=wordpiece", "data.wordpiece_vocabulary_size=200"]
+    with pytest.raises(
+        TapefitError,
+        match=r"read texts with a word vocabulary, this run with a "
+        r"wordpiece one: set data\.tokenizer=word",
+    ):
+        tapefit.run(tapefit.compose(wordpiece), tmp_path / "c")

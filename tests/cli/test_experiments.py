@@ -149,3 +149,33 @@ def test_wgan_gp_script_runs_from_the_command_line(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "critic_loss" in result.stdout and "generated radius: mean" in result.stdout
     assert (tmp_path / "wgan_gp.keras").is_file()
+
+
+@pytest.mark.slow
+def test_contrastive_benchmark_measures_memory_retrieval_and_the_mining_loop(
+    tmp_path, capsys, monkeypatch
+):
+    benchmark = load("contrastive_benchmark")
+    # each memory cell still in a process of its own, forked from the tests' warm interpreter
+    monkeypatch.setattr(benchmark, "subprocess", processes)
+    tiny = ["--chunk", "4", "--steps", "3", "--budget-mb", "100000"]
+    report = benchmark.main(["memory", "--batches", "8", *tiny])
+    assert [(c["batch"], c["chunk"]) for c in report["cells"]] == [(8, None), (8, 4)]
+    for cell in report["cells"]:
+        assert 0 < cell["added_mb"] < cell["peak_rss_mb"] <= cell["ru_maxrss_mb"] + 1
+        assert cell["median_step_s"] > 0 and cell["first_step_s"] > 0
+    assert report["largest_batch"] == {"ordinary": 8, "cached": 8}
+    assert "largest batch within 100000 MB peak RSS: ordinary 8, cached (chunk 4) 8" in (
+        capsys.readouterr().out
+    )
+    sizes = ["--sizes", "80", "24", "24", "--epochs", "1", "--seeds", "1"]
+    report = benchmark.main(["retrieval", "--batches", "4", "8", "--chunk", "4", *sizes])
+    assert list(report["medians"]) == ["4", "8"]
+    for row in report["medians"].values():
+        assert 0 < row["test_mrr_at_10"] <= 1 and 0 < row["test_ndcg_at_10"] <= 1
+    report = benchmark.main(["mining", "--batch", "8", *sizes, "--json", str(tmp_path / "m.json")])
+    assert list(report["medians"]) == ["first", "continued", "continued_on_mined"]
+    out = capsys.readouterr().out
+    assert "continued_on_mined | " in out and "mined: " in out
+    saved = json.loads((tmp_path / "m.json").read_text())
+    assert saved["medians"] == report["medians"]
