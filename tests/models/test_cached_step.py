@@ -136,6 +136,23 @@ def test_with_dropout_the_second_pass_draws_the_first_pass_masks():
     assert not np.allclose(np.asarray(got[0]), np.asarray(tf.convert_to_tensor(whole[0])))
 
 
+def repeated_batch():
+    """Two positive pairs share an anchor, and a positive is another row's anchor: the loss
+    masks such rows out of each other's negatives."""
+    anchors, positives = SIDES[0].copy(), SIDES[1].copy()
+    anchors[5], positives[6], positives[7] = anchors[0], positives[2], anchors[1]
+    return (tf.constant(anchors), tf.constant(positives)), tf.zeros(BATCH)
+
+
+def test_repeated_texts_are_masked_in_the_cached_step_as_in_the_ordinary_one():
+    model = model_for({"name": "in_batch_negatives", "symmetric": True})
+    data = repeated_batch()
+    want_loss, want = ordinary_gradients(model, data)
+    got_loss, got = cached_gradients(model, data, 3)
+    np.testing.assert_allclose(float(got_loss), float(want_loss), rtol=1e-6)
+    assert_close(got, want)
+
+
 def fitted_weights(model, data, steps=2):
     dataset = tf.data.Dataset.from_tensors(data).repeat(steps)
     model.fit(dataset, epochs=1, verbose=0)
@@ -173,7 +190,7 @@ def test_under_mirrored_strategy_negatives_gathered_across_replicas(mirrored_str
     for chunk in (None, 2):
         with mirrored_strategy.scope():
             model = model_for(loss, chunk)
-        weights.append(fitted_weights(model, batch(2)))
+        weights.append(fitted_weights(model, repeated_batch()))
     assert_close(weights[1], weights[0])
 
 
