@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from enum import Enum
-from pathlib import Path
 from typing import Any, Literal
 
 import keras
@@ -12,7 +11,7 @@ from keras import layers
 
 from tapefit.choices import parse_choice
 from tapefit.errors import TapefitError
-from tapefit.files import write_json
+from tapefit.models.classifier_outputs import ClassifierOutputs
 from tapefit.step.tape_model import TapeModel
 
 
@@ -63,7 +62,7 @@ def mlp_layers(hidden_units: Sequence[int]) -> list[layers.Layer]:
 
 
 @keras.saving.register_keras_serializable(package="tapefit")
-class Classifier(TapeModel):
+class Classifier(ClassifierOutputs, TapeModel):
     """Softmax image classifier trained by TapeModel's step; `architecture` is `cnn` or `mlp`.
 
     The CNN and MLP of the MNIST tutorials as one model that a run builds from
@@ -196,92 +195,6 @@ class Classifier(TapeModel):
             units = list(options["hidden_units"])
             if not units or min(units) < 1:
                 raise TapefitError(f"model.hidden_units={units} must be positive sizes")
-
-    @classmethod
-    def default_objective(cls, data: Mapping[str, Any]) -> str:
-        """The metric a run selects on when the config names none: `val_accuracy`.
-
-        Args:
-            data: The configured data options (not used: every classifier selects on
-                accuracy).
-
-        Returns:
-            The metric's name in the epoch logs.
-        """
-        return "val_accuracy"
-
-    def report(self, data: Any, run_dir: Path) -> dict[str, Any]:
-        """Write `classes.json`: the class names by output index, when the data have names.
-
-        A run calls it after training, so that predictions can be read as class names.
-
-        Args:
-            data: The run's data object.
-            run_dir: The run directory to write into.
-
-        Returns:
-            Metrics to add to `metrics.json`: none.
-        """
-        if self.class_names is not None:
-            write_json(run_dir / "classes.json", self.class_names)
-        return {}
-
-    def serving_endpoints(self) -> dict[str, tuple[Any, list[Any]]]:
-        """The signatures a SavedModel export of the classifier offers.
-
-        `serve(images)`: float32 images `(batch, height, width, channels)` in [0, 1], the
-        shape the model trained on -> float32 class probabilities `(batch, classes)`.
-
-        Returns:
-            `{name: (function, input specs)}` for the export.
-        """
-        spec = keras.InputSpec(shape=(None, *self.image_shape), dtype="float32")
-
-        def serve(images: Any) -> Any:
-            return self(images, training=False)
-
-        return {"serve": (serve, [spec])}
-
-    def compile_defaults(self) -> dict[str, Any]:
-        """The loss and metrics a tapefit run compiles the classifier with by default.
-
-        They apply unless the config names others (`compile.loss`, `compile.metrics`): what
-        the model needs comes with it, so a subclass named by `model._target_` trains with no
-        other config.
-
-        Returns:
-            `{"loss": ..., "metrics": [...]}` for `Model.compile`.
-        """
-        return {"loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"]}
-
-    def prediction_columns(self, images: Any, probabilities: Any) -> dict[str, Any]:
-        """The columns `python -m tapefit.predict` writes for a batch of images.
-
-        The predicted label (its class name when the data named the classes), then each
-        class's probability.
-
-        Args:
-            images: The batch's images (unused: a row is identified by its position).
-            probabilities: The model's softmax outputs, `(batch, num_classes)`.
-
-        Returns:
-            `{"label": ..., "prob_<class>": ...}`, one value per image each.
-
-        Examples:
-            >>> import numpy as np
-            >>> model = Classifier(image_shape=(8, 8, 1), num_classes=2, architecture="mlp")
-            >>> model.prediction_columns(None, np.array([[0.2, 0.8]]))["label"]
-            [1]
-        """
-        names = self.class_names or [str(i) for i in range(self.num_classes)]
-        probabilities = keras.ops.convert_to_numpy(probabilities)
-        picked = probabilities.argmax(axis=-1).tolist()
-        columns: dict[str, Any] = {
-            "label": [names[i] for i in picked] if self.class_names else picked
-        }
-        for index, name in enumerate(names):
-            columns[f"prob_{name}"] = probabilities[:, index].tolist()
-        return columns
 
     def get_config(self) -> dict:
         """Everything `__init__` needs, so `.keras` files reload without custom code.

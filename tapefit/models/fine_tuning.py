@@ -105,8 +105,9 @@ def apply_fine_tuning_gradients(model: Any, tape: tf.GradientTape, loss: Any) ->
 
 
 def head_and_backbone(model: Any) -> tuple[list, list]:
-    """The trainable variables of a pretrained encoder's model: the head's, the backbone's."""
-    backbone = list(model.encoder.backbone.trainable_variables)
+    """The trainable variables of a model over a pretrained backbone (its
+    `pretrained_backbone`): the head's, the backbone's."""
+    backbone = list(model.pretrained_backbone.trainable_variables)
     owned = {id(v) for v in backbone}
     return [v for v in model.trainable_variables if id(v) not in owned], backbone
 
@@ -127,6 +128,8 @@ def apply_split_gradients(model: Any, gradients: list, head: list, backbone: lis
             optimizer.build(variables)
     if two:
         model.apply_gradients(head_gradients, head)
+        if not backbone:  # frozen by its trainable flag: nothing to update
+            return
         if frozen:
             tf.cond(
                 step > frozen,  # the head's update above has counted this step

@@ -503,6 +503,11 @@ class SiameseModel(TapeModel):
         return serving_endpoints(self)
 
     # -- fine-tuning a pretrained encoder (tapefit.models.fine_tuning) ------------------------
+    @property
+    def pretrained_backbone(self) -> keras.Model:
+        """The pretrained encoder's backbone (which its own optimizer may update)."""
+        return self.encoder.backbone
+
     def compile(self, *args: Any, **kwargs: Any) -> None:
         """`TapeModel.compile`, and no weight decay on a pretrained encoder's norms and biases.
 

@@ -79,6 +79,24 @@ PRETRAINED = [  # 10 steps of 32 pairs; the folder is written into the user's pr
     "+optimizers.backbone._target_=keras.optimizers.AdamW",
     "+optimizers.backbone.learning_rate=0.0001",
 ]
+IMAGE = [  # 10 steps of 32 photos; the preset folder and photos are in the user's project
+    "data=image_folder",
+    "data.train_path={project}/photos/train",
+    "data.validation_path={project}/photos/val",
+    "data.test_path={project}/photos/val",
+    "data.image_size=[24,24]",
+    "data.batch_size=32",
+    "model=classifier_pretrained",
+    "model.backbone.preset={project}/checkpoints/resnet",
+    "model.backbone.image_size=[24,24]",
+    "model.fine_tuning.freeze_backbone_epochs=2",
+    "model.augment=[{{_target_:keras.layers.RandomFlip,mode:horizontal}},"  # {{: str.format
+    "{{_target_:keras.layers.RandomRotation,factor:0.05}}]",  # seeded: the stops keep the draws
+    "+optimizers.head._target_=keras.optimizers.Adam",
+    "+optimizers.head.learning_rate=0.001",
+    "+optimizers.backbone._target_=keras.optimizers.Adam",
+    "+optimizers.backbone.learning_rate=0.0001",
+]
 BOTH = [*STOPPING, *PLATEAU]
 CACHED = [
     "experiment=siamese",
@@ -109,6 +127,9 @@ CELLS = {
     "pretrained-frozen_start-backbone_optimizer": [*PRETRAINED, *PLATEAU],
     # the cached (GradCache) step, chunks of 12 of 32 pairs, with recurrent dropout redrawn
     "siamese-cached_in_batch_negatives-plateau": [*CACHED, *PLATEAU],
+    # a pretrained ResNet frozen for 2 epochs (the stops fall before, at and after the switch),
+    # then unfrozen at its own optimizer's rate; random flips and rotations of each batch
+    "image_backbone-frozen_epochs-backbone_optimizer": [*IMAGE, *PLATEAU],
 }
 
 USER_MODULE = '''
@@ -245,6 +266,13 @@ def test_three_stops_and_resumes_end_bitwise_like_the_uninterrupted_run(
         from tests.text.pretrained_checkpoints import write_hf_folder
 
         write_hf_folder(user_project / "checkpoints" / "st")
+    if cell.startswith("image") and not (user_project / "photos").exists():
+        pytest.importorskip("keras_hub")
+        from tests.models.image_checkpoints import write_photos, write_resnet_preset
+
+        write_resnet_preset(user_project / "checkpoints" / "resnet", image_size=(24, 24))
+        write_photos(user_project / "photos" / "train", per_class=160)
+        write_photos(user_project / "photos" / "val", per_class=16, seed=1)
     cell_overrides = [o.format(project=user_project) for o in CELLS[cell]]
     overrides = [f"hydra.searchpath=[file://{user_project / 'conf'}]", *COMMON, *cell_overrides]
 

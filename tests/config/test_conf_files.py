@@ -22,6 +22,8 @@ NOT_WRITTEN = {
     "vocabulary": "from the data",
     "vocab_size": "token-id inputs, used from Python",
     "pretrained_encoder": "a saved model's encoder layer; a config names model.encoder.preset",
+    "backbone_layer": "a saved model's backbone; a config names model.backbone.preset",
+    "converter": "a saved model's image converter; the preset brings its own",
     "fine_tuning": "a pretrained encoder's only: written in model/siamese_pretrained.yaml",
     "sequence_length": "from the data (data.sequence_length)",
     "label_type": "from the data",

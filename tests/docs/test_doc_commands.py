@@ -207,6 +207,7 @@ LEAVES = {
         "export/openvino/serve.xml",
     ],
     ("keep-checkpoints.md", r"save_top_k"): ["checkpoints"],
+    ("fine-tune-image-model.md", r"tiny-resnet"): ["classes.json", "model.keras"],
     ("mlflow.md", r"logger=mlflow"): [],
     ("sweeps.md", r"tune=random"): ["trials.csv"],
     ("tensorboard.md", r"\."): ["tensorboard/train", "tensorboard/validation"],

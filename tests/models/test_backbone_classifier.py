@@ -1,0 +1,246 @@
+"""`model=classifier_pretrained`: a pretrained image backbone (a KerasHub preset folder the
+test writes) fine-tuned on a folder of photos by the Keras guide's recipe: head-only epochs
+with the backbone frozen (its BatchNorm statistics kept), then the backbone too; the saved
+model serves without the folder; the tape step equals Keras' own bitwise; bad settings are
+one line."""
+
+import csv
+import logging
+import shutil
+
+import keras
+import numpy as np
+import pytest
+
+pytest.importorskip("keras_hub")
+
+import tapefit
+from tapefit import TapefitError
+from tapefit.models import BackboneClassifier
+from tests.helpers import built_once_per_session
+from tests.models.image_checkpoints import tiny_resnet, write_photos, write_resnet_preset
+
+PHOTOS = [
+    "data=image_folder",
+    "data.train_path=photos/train",
+    "data.validation_path=photos/val",
+    "data.test_path=photos/val",
+    "data.image_size=[36,40]",
+    "data.batch_size=8",
+    "model=classifier_pretrained",
+    "model.backbone.preset=checkpoints/resnet",
+    "trainer.verbose=0",
+]
+
+
+class Snapshots(keras.callbacks.Callback):
+    """Every weight of the model at the end of each epoch."""
+
+    def on_train_begin(self, logs=None):
+        self.epochs = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs.append(
+            {
+                "backbone": [(w.path, np.array(w)) for w in self.model.backbone.weights],
+                "logits": [np.array(w) for w in self.model.logits.weights],
+            }
+        )
+
+
+@pytest.fixture(scope="session")
+@built_once_per_session
+def project(tmp_path_factory):
+    """A user's project: the preset folder and the photos, nothing of tapefit's."""
+    root = tmp_path_factory.mktemp("photos_project")
+    write_resnet_preset(root / "checkpoints" / "resnet")
+    write_photos(root / "photos" / "train", per_class=16)
+    write_photos(root / "photos" / "val", per_class=6, seed=1)
+    return root
+
+
+@pytest.fixture(scope="session")
+@built_once_per_session
+def two_phase_run(project, tmp_path_factory):
+    """Two head-only epochs, then one with the backbone."""
+    import os
+
+    snapshots, here = Snapshots(), os.getcwd()
+    # its own copy of the preset, which the prediction test takes away
+    shutil.copytree(project / "checkpoints" / "resnet", project / "two_phase_preset")
+    os.chdir(project)
+    try:
+        cfg = [
+            *PHOTOS,
+            "model.backbone.preset=two_phase_preset",
+            "model.fine_tuning.freeze_backbone_epochs=2",
+            "trainer.epochs=3",
+        ]
+        results = tapefit.run(tapefit.compose(cfg), project / "runs" / "two_phase", [snapshots])
+    finally:
+        os.chdir(here)
+    return results, snapshots.epochs
+
+
+@pytest.mark.slow
+def test_the_backbone_is_frozen_for_the_first_epochs_then_trains(project, two_phase_run):
+    results, epochs = two_phase_run
+    start = [np.array(w) for w in tiny_resnet(seed=0).weights]  # what the preset holds
+    paths = [path for path, _ in epochs[0]["backbone"]]
+    assert len(paths) == len(start) == 30
+    for epoch in epochs[:2]:  # head-only: the backbone exactly as the preset has it
+        for (path, value), want in zip(epoch["backbone"], start, strict=True):
+            np.testing.assert_array_equal(value, want, err_msg=path)
+    last = epochs[2]["backbone"]
+    moved = [
+        path
+        for (path, value), want in zip(last, start, strict=True)
+        if not np.array_equal(value, want)
+    ]
+    assert moved and not any("moving" in path for path in moved)  # BatchNorm kept its statistics
+    assert set(moved) == {path for path in paths if "moving" not in path}  # all 18 train
+    for before, after in zip(epochs[0]["logits"], epochs[1]["logits"], strict=True):
+        assert not np.array_equal(before, after)  # the head trains in the frozen epochs
+    assert 0 <= results["test_accuracy"] <= 1 and results["epochs_run"] == 3
+
+
+@pytest.mark.slow
+def test_the_switch_is_logged_once(project, tmp_path, caplog, monkeypatch):
+    monkeypatch.chdir(project)
+    cfg = [*PHOTOS, "model.fine_tuning.freeze_backbone_epochs=1", "trainer.epochs=2"]
+    with caplog.at_level(logging.INFO, logger="tapefit"):
+        tapefit.run(tapefit.compose(cfg), tmp_path / "run")
+    switches = [r.getMessage() for r in caplog.records if "backbone unfrozen" in r.getMessage()]
+    assert switches == [
+        "epoch 2: backbone unfrozen after 1 head-only epochs: 18 of its variables train from now on"
+    ]
+
+
+@pytest.mark.slow
+def test_the_saved_model_predicts_without_the_preset_folder(
+    project, two_phase_run, tmp_path, monkeypatch
+):
+    from tapefit import predict
+
+    monkeypatch.chdir(project)
+    run_dir = project / "runs" / "two_phase"
+    shutil.move(project / "two_phase_preset", tmp_path / "elsewhere")
+    model = keras.models.load_model(run_dir / "model.keras")
+    images = np.random.default_rng(0).random((3, 36, 40, 3)).astype("float32")
+    probabilities = keras.ops.convert_to_numpy(model(images))
+    assert probabilities.shape == (3, 2)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
+    assert model.class_names == ["blue", "red"]
+    out = tmp_path / "preds.csv"
+    code = predict.main(
+        [f"run={run_dir}", f"output={out}", f"data.test_path={project / 'photos' / 'val'}"]
+    )
+    assert code == 0
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 12 and {r["label"] for r in rows} <= {"blue", "red"}
+
+
+def test_the_top_layers_alone_are_unfrozen():
+    model = BackboneClassifier(
+        (24, 24, 3),
+        2,
+        backbone_layer=tiny_resnet(),
+        converter=converter(),
+        fine_tuning={"freeze_backbone_epochs": 1, "unfreeze_top_layers": 2},
+    )
+    assert not model.backbone.trainable
+    model.set_backbone_frozen(False)
+    weighted = [layer for layer in model.backbone.layers if layer.weights]
+    assert [layer.trainable for layer in weighted] == [False] * (len(weighted) - 2) + [True] * 2
+    head, backbone = model.tunable_variables()
+    assert {v.path for v in backbone} == {
+        v.path for layer in weighted[-2:] for v in layer.trainable_variables
+    }
+    assert {v.path.split("/")[0] for v in head} == {"logits"}
+
+
+def converter(size=(24, 24)):
+    import keras_hub
+
+    return keras_hub.layers.ImageConverter(image_size=size, scale=1 / 255.0)
+
+
+class BuiltinStep(BackboneClassifier):
+    """The same model trained by Keras' own `train_step`."""
+
+    def train_step(self, data):
+        return keras.Model.train_step(self, data)
+
+
+@pytest.mark.parametrize("backbone_training", [False, True])
+def test_the_tape_step_equals_keras_builtin_step_bitwise(backbone_training):
+    rng = np.random.default_rng(0)
+    images = rng.random((24, 20, 22, 1)).astype("float32")  # grey: repeated to RGB inside
+    labels = rng.integers(0, 3, 24)
+    weights = []
+    for cls in (BackboneClassifier, BuiltinStep):
+        keras.utils.set_random_seed(7)
+        model = cls(
+            (20, 22, 1),
+            3,
+            backbone_layer=tiny_resnet(),
+            converter=converter(),
+            dropout=0.3,
+            fine_tuning={"backbone_training": backbone_training},
+        )
+        model.compile(keras.optimizers.SGD(0.1), **model.compile_defaults())
+        model.fit(images, labels, batch_size=8, epochs=2, shuffle=False, verbose=0)
+        weights.append(model.get_weights())
+    for tape, builtin in zip(*weights, strict=True):
+        np.testing.assert_array_equal(tape, builtin)
+
+
+def test_augmentation_changes_training_batches_only():
+    flip = keras.layers.RandomFlip("horizontal_and_vertical", seed=1)
+    plain = BackboneClassifier(
+        (12, 12, 3), 2, backbone_layer=tiny_resnet(), converter=converter(), dropout=0.0
+    )
+    augmented = BackboneClassifier.from_config({**plain.get_config(), "augment": [flip]})
+    augmented.set_weights(plain.get_weights())
+    images = np.random.default_rng(0).random((4, 12, 12, 3)).astype("float32")
+    for training in (False, None):
+        np.testing.assert_array_equal(augmented(images, training=training), plain(images))
+    assert not np.array_equal(augmented(images, training=True), plain(images, training=True))
+    reloaded = BackboneClassifier.from_config(augmented.get_config())
+    assert [type(layer).__name__ for layer in reloaded.augment] == ["RandomFlip"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["model.backbone.preset=checkpoints/none"],
+            "model.backbone.preset=checkpoints/none: no such folder",
+        ),
+        (["model.backbone.preset=photos"], "the folder has no config.json"),
+        (["model.backbone.preset=checkpoints/bert"], "BertBackbone does not read images"),
+        (["model.backbone.preset=null"], "model.backbone.preset is not set"),
+        (["model.backbone.pooling=cls"], "pooling=cls needs a transformer backbone's token"),
+        (
+            ["model.backbone.pooling=mean"],
+            "model.backbone.pooling=mean must be one of avg, max, cls",
+        ),
+        (["+model.backbone.size=3"], "model.backbone.size is not a key of model.backbone"),
+        (["model.fine_tuning.unfreeze_top_layers=0"], "unfreeze_top_layers=0 must be at least 1"),
+        (["model.backbone.image_size=[32]"], "image_size=[32] must be [height, width]"),
+        (["model.augment=[flip]"], "model.augment: 'flip' is not a Keras layer"),
+    ],
+)
+def test_bad_settings_are_one_line_before_training(
+    project, overrides, message, monkeypatch, tmp_path
+):
+    monkeypatch.chdir(project)
+    if "checkpoints/bert" in overrides[0] and not (project / "checkpoints" / "bert").exists():
+        from tests.text.pretrained_checkpoints import write_keras_hub_preset
+
+        write_keras_hub_preset(project / "checkpoints" / "bert")
+    with pytest.raises(
+        TapefitError, match=message.replace("[", r"\[").replace("]", r"\]")
+    ) as error:
+        tapefit.run(tapefit.compose([*PHOTOS, *overrides]), tmp_path / "bad")
+    assert "\n" not in str(error.value)
