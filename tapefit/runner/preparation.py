@@ -18,7 +18,7 @@ from tapefit.runner.model_from_config import build_model_from_config, own_callba
 from tapefit.runner.spec import RunSpec
 from tapefit.runner.validation import check_logged_names
 from tapefit.training.build_from_data import build_before_training, build_step_variables
-from tapefit.training.compiling import compile_model
+from tapefit.training.compiling import CompileSettings, compile_model
 from tapefit.training.export import check_exportable
 from tapefit.training.fitting import steps_of
 from tapefit.training.run_files import check_saveable
@@ -108,7 +108,8 @@ def build_checked_model(
             cfg.data.get("_target_", "the data"),
             spec.checkpoint.init_from,
         )
-        compiled = compile_model(model, spec.compile, steps_of(data.train, trainer.steps_per_epoch))
+        settings = replica_safe(spec.compile, strategy)
+        compiled = compile_model(model, settings, steps_of(data.train, trainer.steps_per_epoch))
         build_before_training(model, data.train, f"model._target_={cfg.model._target_}")
         build_step_variables(model, data.train)
     if trainer.save_model:
@@ -119,6 +120,29 @@ def build_checked_model(
     metrics = compiled.get("metrics", [])
     check_logged_names(cfg.callbacks, trainer, model, data, spec.objective_name, metrics, own)
     return BuiltModel(model, own)
+
+
+def replica_safe(settings: CompileSettings, strategy: tf.distribute.Strategy) -> CompileSettings:
+    """The compile settings, with one step per execution when several replicas train: Keras 3
+    fails on a step that syncs replicas inside its multi-step loop (keras-team/keras#19246),
+    so a config written for one device (the default experiment's 8) runs, and says so.
+
+    Example:
+        >>> from tapefit.training.compiling import CompileSettings
+        >>> replica_safe(CompileSettings(steps_per_execution=8), tf.distribute.get_strategy())
+        ... # doctest: +ELLIPSIS
+        CompileSettings(...steps_per_execution=8...)
+    """
+    replicas = strategy.num_replicas_in_sync
+    if replicas == 1 or settings.steps_per_execution == 1:
+        return settings
+    log.warning(
+        "trainer.steps_per_execution=%d runs as 1 over %d replicas: Keras 3 cannot sync "
+        "replicas inside its multi-step loop (keras-team/keras#19246)",
+        settings.steps_per_execution,
+        replicas,
+    )
+    return dataclasses.replace(settings, steps_per_execution=1)
 
 
 def build_logger(node: Any) -> Any:

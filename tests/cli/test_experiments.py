@@ -179,3 +179,21 @@ def test_contrastive_benchmark_measures_memory_retrieval_and_the_mining_loop(
     assert "continued_on_mined | " in out and "mined: " in out
     saved = json.loads((tmp_path / "m.json").read_text())
     assert saved["medians"] == report["medians"]
+
+
+@pytest.mark.slow
+def test_image_benchmark_times_both_phases_against_the_keras_guide(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("keras_hub")
+    benchmark = load("image_benchmark")
+    # each variant still in a process of its own, forked from the tests' warm interpreter
+    monkeypatch.setattr(benchmark, "subprocess", processes)
+    report = benchmark.main(["--quick", "--json", str(tmp_path / "image.json")])
+    assert set(report["medians"]) == {"keras", "tapefit"}
+    for row in report["medians"].values():
+        assert row["frozen_step_s"] > 0 and row["tuned_step_s"] > 0
+        assert 0 <= row["frozen_val_accuracy"] <= 1 and 0 <= row["tuned_val_accuracy"] <= 1
+    (tapefit_round,), (keras_round,) = report["rounds"]["tapefit"], report["rounds"]["keras"]
+    ratio = tapefit_round["frozen_step_s"] / keras_round["frozen_step_s"]
+    assert report["frozen_ratio"] == pytest.approx(ratio)
+    assert f"tapefit/keras step time, frozen {ratio:.3f} (goal <= 1.05)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "image.json").read_text())["medians"] == report["medians"]

@@ -244,3 +244,33 @@ def test_bad_settings_are_one_line_before_training(
     ) as error:
         tapefit.run(tapefit.compose([*PHOTOS, *overrides]), tmp_path / "bad")
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["trainer.precision=mixed_bfloat16"],
+        ["trainer.strategy=mirrored", "trainer.devices=[cpu:0,cpu:1]"],  # 8 steps a call asked
+        ["trainer.export=true", "trainer.export_formats=[saved_model,onnx]"],
+    ],
+    ids=["mixed_bfloat16", "mirrored", "export"],
+)
+def test_a_backbone_run_takes_the_trainers_options(project, extra, tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(project)
+    cfg = [*PHOTOS, "model.fine_tuning.freeze_backbone_epochs=1", "trainer.epochs=2", *extra]
+    with caplog.at_level(logging.WARNING, logger="tapefit"):
+        results = tapefit.run(tapefit.compose(cfg), tmp_path / "run")
+    if "trainer.strategy=mirrored" in extra:  # keras-team/keras#19246
+        said = [r.getMessage() for r in caplog.records]
+        assert any("steps_per_execution=8 runs as 1 over 2 replicas" in m for m in said), said
+    assert results["epochs_run"] == 2 and 0 <= results["test_accuracy"] <= 1
+    model = keras.models.load_model(tmp_path / "run" / "model.keras")
+    probabilities = model(np.zeros((2, 36, 40, 3), "float32"))
+    assert probabilities.dtype == "float32"  # the head's softmax, under every policy
+    if "mixed_bfloat16" in extra[0]:
+        assert model.backbone.compute_dtype == "bfloat16"
+    if "trainer.export=true" in extra:  # each format loaded in its runtime and compared
+        export = tmp_path / "run" / "export"
+        assert (export / "onnx" / "serve.onnx").is_file()
+        assert (export / "saved_model" / "saved_model.pb").is_file() or any(export.rglob("*.pb"))
