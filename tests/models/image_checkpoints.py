@@ -4,6 +4,7 @@ and class folders of JPEG photos of several sizes."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import keras
@@ -54,3 +55,67 @@ def write_photos(root: Path, per_class: int, seed: int = 0) -> None:
             shape = (30 + i % 16, 40, 3)
             pixels = np.clip(np.array(color) + rng.normal(0, 50, shape), 0, 255)
             Image.fromarray(pixels.astype("uint8")).save(root / name / f"{i}.jpg")
+
+
+def write_timm_resnet18(folder: Path, input_size: int = 32, seed: int = 0):
+    """A timm `resnet18` folder as `timm` saves one (config.json with `architecture` and
+    `pretrained_cfg`, model.safetensors with timm's PyTorch weight names and layouts), its
+    weights those of a random KerasHub ResNet-18, which is returned."""
+    import keras_hub
+    from safetensors.numpy import save_file
+
+    keras.utils.set_random_seed(seed)
+    backbone = keras_hub.models.ResNetBackbone(
+        input_conv_filters=[64],
+        input_conv_kernel_sizes=[7],
+        stackwise_num_filters=[64, 128, 256, 512],
+        stackwise_num_blocks=[2, 2, 2, 2],
+        stackwise_num_strides=[1, 2, 2, 2],
+        block_type="basic_block",
+    )
+    rng = np.random.default_rng(seed)
+    tensors = {}
+
+    def conv(layer: str, key: str) -> None:  # Keras (h, w, in, out) -> PyTorch (out, in, h, w)
+        kernel = np.array(backbone.get_layer(layer).kernel)
+        tensors[f"{key}.weight"] = np.ascontiguousarray(kernel.transpose(3, 2, 0, 1))
+
+    def norm(layer: str, key: str) -> None:
+        bn = backbone.get_layer(layer)
+        size = bn.gamma.shape[0]
+        values = {  # statistics other than the initial ones, so that porting them shows
+            "weight": rng.uniform(0.5, 1.5, size), "bias": rng.normal(0, 0.1, size),
+            "running_mean": rng.normal(0, 0.1, size), "running_var": rng.uniform(0.5, 1.5, size),
+        }  # fmt: skip
+        for variable, name in zip(
+            (bn.gamma, bn.beta, bn.moving_mean, bn.moving_variance), values, strict=True
+        ):
+            variable.assign(values[name].astype("float32"))
+            tensors[f"{key}.{name}"] = values[name].astype("float32")
+
+    conv("conv1_conv", "conv1")
+    norm("conv1_bn", "bn1")
+    for stack in range(4):
+        for block in range(2):
+            keras_name, timm_name = f"stack{stack}_block{block}", f"layer{stack + 1}.{block}"
+            if block == 0 and stack > 0:
+                conv(f"{keras_name}_0_conv", f"{timm_name}.downsample.0")
+                norm(f"{keras_name}_0_bn", f"{timm_name}.downsample.1")
+            for part in (1, 2):
+                conv(f"{keras_name}_{part}_conv", f"{timm_name}.conv{part}")
+                norm(f"{keras_name}_{part}_bn", f"{timm_name}.bn{part}")
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "model.safetensors"))
+    config = {
+        "architecture": "resnet18",
+        "num_classes": 1000,
+        "num_features": 512,
+        "pretrained_cfg": {
+            "input_size": [3, input_size, input_size],
+            "interpolation": "bilinear",
+            "mean": [0.485, 0.456, 0.406],
+            "std": [0.229, 0.224, 0.225],
+        },
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    return backbone

@@ -274,3 +274,40 @@ def test_a_backbone_run_takes_the_trainers_options(project, extra, tmp_path, mon
         export = tmp_path / "run" / "export"
         assert (export / "onnx" / "serve.onnx").is_file()
         assert (export / "saved_model" / "saved_model.pb").is_file() or any(export.rglob("*.pb"))
+
+
+def test_a_timm_folder_loads_with_its_weights_and_preprocessing(tmp_path):
+    pytest.importorskip("safetensors")
+    from tapefit.models.image_backbone import load_image_backbone
+    from tests.models.image_checkpoints import write_timm_resnet18
+
+    source = write_timm_resnet18(tmp_path / "timm", input_size=32)
+    parts = load_image_backbone(str(tmp_path / "timm"))
+    assert type(parts.backbone).__name__ == "ResNetBackbone"
+    for got, want in zip(parts.backbone.weights, source.weights, strict=True):
+        np.testing.assert_array_equal(np.array(got), np.array(want), err_msg=want.path)
+    assert tuple(parts.converter.image_size) == (32, 32)
+    np.testing.assert_allclose(parts.converter.scale, [1 / 255 / s for s in (0.229, 0.224, 0.225)])
+    model = BackboneClassifier(
+        (40, 30, 1), 4, backbone_layer=parts.backbone, converter=parts.converter
+    )
+    assert tuple(model(np.zeros((2, 40, 30, 1), "float32")).shape) == (2, 4)
+
+
+@pytest.mark.slow
+def test_a_search_and_the_overfit_check_run_with_a_backbone(project, tmp_path):
+    """Through the real CLI: `search_space=classifier_pretrained` searches the recipe's keys,
+    and `debug=overfit` learns four fixed batches by heart."""
+    import json
+
+    from tests.helpers import run_cli_batch
+
+    search = [*PHOTOS, "search_space=classifier_pretrained", "tune=random", "tune.max_trials=2"]
+    search += ["trainer.epochs=2", f"hydra.run.dir={tmp_path / 'search'}"]
+    overfit = [*PHOTOS, "debug=overfit", f"hydra.run.dir={tmp_path / 'overfit'}"]
+    for result in run_cli_batch([search, overfit], cwd=project):
+        assert result.returncode == 0, result.stderr[-2000:]
+    trials = (tmp_path / "search" / "trials.csv").read_text().splitlines()
+    assert len(trials) == 3 and "model.fine_tuning.freeze_backbone_epochs" in trials[0]
+    verdict = json.loads((tmp_path / "overfit" / "metrics.json").read_text())["overfit"]
+    assert verdict["passed"] and verdict["last_loss"] < verdict["threshold"]
