@@ -27,7 +27,8 @@ from tapefit.errors import TapefitError
 from tapefit.models.classifier_outputs import ClassifierOutputs
 from tapefit.models.fine_tuning import BACKBONE_OPTIMIZER, apply_fine_tuning_gradients
 from tapefit.models.image_backbone import POOLINGS, load_image_backbone
-from tapefit.step.tape_model import TapeModel
+from tapefit.models.mixing import BatchMixing
+from tapefit.step.tape_model import StepOutput, TapeModel
 
 log = logging.getLogger("tapefit")
 
@@ -94,6 +95,9 @@ class BackboneClassifier(ClassifierOutputs, TapeModel):
         fine_tuning: `freeze_backbone_epochs`, `unfreeze_top_layers`, `backbone_training`
             (see the module).
         class_names: What each output means, saved with the model; one per class.
+        mixing: `{"kind": "mixup" | "cutmix", "alpha": ...}`: training batches mixed with a
+            shuffled copy of themselves, the loss the cross-entropy with the mixed labels
+            (`tapefit.models.mixing`); None: none.
         augment: Keras preprocessing layers (`RandomFlip`, `RandomRotation`, `RandomZoom`,
             `RandomTranslation`, `RandomContrast`, `RandAugment`, ...) or their serialised
             configs, applied in order to training batches only, on pixel values in [0, 255].
@@ -123,6 +127,7 @@ class BackboneClassifier(ClassifierOutputs, TapeModel):
         fine_tuning: ImageFineTuning | None = None,
         class_names: Sequence[str] | None = None,
         augment: Sequence[Any] | None = None,
+        mixing: Mapping[str, Any] | None = None,
         backbone_layer: Any = None,
         converter: Any = None,
         **kwargs: Any,
@@ -160,6 +165,8 @@ class BackboneClassifier(ClassifierOutputs, TapeModel):
         self.backbone = _layer(backbone_layer)
         self.converter = _layer(converter)
         self.augment = [checked_augmentation(_layer(layer)) for layer in augment or ()]
+        self.mixing_settings = dict(mixing) if mixing else None
+        self.mixing = BatchMixing(**self.mixing_settings) if mixing else None
         self.settings = {"pooling": settings.get("pooling", "avg"), **settings}
         self.fine_tuning = fine_tuning
         self.freeze_backbone_steps = 0  # fine_tuning's step counter: epochs freeze here
@@ -249,6 +256,12 @@ class BackboneClassifier(ClassifierOutputs, TapeModel):
         """`TapeModel.compile`, then every optimizer built over all it will ever update: a
         frozen backbone's variables get their slots now, so unfreezing needs no new ones (and
         a checkpoint has the same variables in both phases)."""
+        loss = kwargs.get("loss", args[1] if len(args) > 1 else None)
+        if self.mixing is not None and loss not in (None, "sparse_categorical_crossentropy"):
+            raise TapefitError(
+                f"compile.loss={loss} would not be the training loss: with model.mixing the "
+                "step trains on the cross-entropy with the mixed labels; leave compile.loss unset"
+            )
         super().compile(*args, **kwargs)
         head, backbone = self.tunable_variables()
         if BACKBONE_OPTIMIZER in self.optimizers:
@@ -256,6 +269,23 @@ class BackboneClassifier(ClassifierOutputs, TapeModel):
             self.get_optimizer(BACKBONE_OPTIMIZER).build(backbone)
         else:
             self.get_optimizer().build(head + backbone)
+
+    def forward(self, data: Any, training: bool) -> StepOutput:
+        """`TapeModel.forward`; in training with `mixing`, the batch mixed first and the loss
+        the cross-entropy with the mixed labels (the metrics read the batch's own labels)."""
+        if not training or self.mixing is None:
+            return super().forward(data, training)
+        images, labels, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        classes = keras.ops.cast(keras.ops.reshape(labels, [-1]), "int32")
+        images, soft = self.mixing(images, keras.ops.one_hot(classes, self.num_classes))
+        y_pred = self(images, training=True)
+        losses = keras.losses.categorical_crossentropy(soft, keras.ops.cast(y_pred, soft.dtype))
+        if sample_weight is not None:
+            losses = losses * keras.ops.cast(keras.ops.reshape(sample_weight, [-1]), losses.dtype)
+        loss = keras.ops.mean(losses)
+        if self.losses:
+            loss = loss + keras.ops.sum(self.losses)
+        return StepOutput(loss, labels, y_pred, sample_weight)
 
     def apply_tape_gradients(
         self, tape: Any, loss: Any, variables: Any = None, optimizer: str | None = None
@@ -299,6 +329,7 @@ class BackboneClassifier(ClassifierOutputs, TapeModel):
             "fine_tuning": self.fine_tuning,
             "class_names": self.class_names,
             "augment": [keras.saving.serialize_keras_object(layer) for layer in self.augment],
+            "mixing": self.mixing_settings,
             "backbone_layer": keras.saving.serialize_keras_object(self.backbone),
             "converter": keras.saving.serialize_keras_object(self.converter),
         }

@@ -92,6 +92,7 @@ IMAGE = [  # 10 steps of 32 photos; the preset folder and photos are in the user
     "model.fine_tuning.freeze_backbone_epochs=2",
     "model.augment=[{{_target_:keras.layers.RandomFlip,mode:horizontal}},"  # {{: str.format
     "{{_target_:keras.layers.RandomRotation,factor:0.05}}]",  # seeded: the stops keep the draws
+    "model.mixing={{kind:mixup,alpha:0.4}}",
     "+optimizers.head._target_=keras.optimizers.Adam",
     "+optimizers.head.learning_rate=0.001",
     "+optimizers.backbone._target_=keras.optimizers.Adam",
@@ -128,7 +129,7 @@ CELLS = {
     # the cached (GradCache) step, chunks of 12 of 32 pairs, with recurrent dropout redrawn
     "siamese-cached_in_batch_negatives-plateau": [*CACHED, *PLATEAU],
     # a pretrained ResNet frozen for 2 epochs (the stops fall before, at and after the switch),
-    # then unfrozen at its own optimizer's rate; random flips and rotations of each batch
+    # then unfrozen at its own optimizer's rate; random flips and rotations of each batch, MixUp
     "image_backbone-frozen_epochs-backbone_optimizer": [*IMAGE, *PLATEAU],
 }
 

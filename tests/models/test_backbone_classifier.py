@@ -253,8 +253,9 @@ def test_bad_settings_are_one_line_before_training(
         ["trainer.precision=mixed_bfloat16"],
         ["trainer.strategy=mirrored", "trainer.devices=[cpu:0,cpu:1]"],  # 8 steps a call asked
         ["trainer.export=true", "trainer.export_formats=[saved_model,onnx]"],
+        ["model.mixing={kind:cutmix,alpha:1.0}"],
     ],
-    ids=["mixed_bfloat16", "mirrored", "export"],
+    ids=["mixed_bfloat16", "mirrored", "export", "cutmix"],
 )
 def test_a_backbone_run_takes_the_trainers_options(project, extra, tmp_path, monkeypatch, caplog):
     monkeypatch.chdir(project)
@@ -311,3 +312,47 @@ def test_a_search_and_the_overfit_check_run_with_a_backbone(project, tmp_path):
     assert len(trials) == 3 and "model.fine_tuning.freeze_backbone_epochs" in trials[0]
     verdict = json.loads((tmp_path / "overfit" / "metrics.json").read_text())["overfit"]
     assert verdict["passed"] and verdict["last_loss"] < verdict["threshold"]
+
+
+def test_mixup_mixes_images_and_labels_in_the_same_proportions():
+    from tapefit.models.mixing import BatchMixing
+
+    images = np.random.default_rng(0).random((4, 6, 6, 3)).astype("float32")
+    labels = np.eye(4, dtype="float32")  # row i is class i: a label row names the rows mixed
+    mixed, soft = (np.asarray(t) for t in BatchMixing("mixup", alpha=0.4, seed=3)(images, labels))
+    np.testing.assert_allclose(soft.sum(axis=1), 1.0, rtol=1e-6)
+    assert not np.allclose(soft, labels)  # Keras 3.15's MixUp returns these unmixed
+    for row in range(4):
+        want = sum(weight * images[source] for source, weight in enumerate(soft[row]))
+        np.testing.assert_allclose(mixed[row], want, rtol=1e-5, atol=1e-6)
+
+
+def test_cutmix_pastes_a_box_and_weights_the_labels_by_its_area():
+    from tapefit.models.mixing import BatchMixing
+
+    images = np.stack([np.full((8, 8, 3), float(i), "float32") for i in range(4)])
+    mixed, soft = (
+        np.asarray(t) for t in BatchMixing("cutmix", alpha=1.0, seed=2)(images, np.eye(4))
+    )
+    assert not np.allclose(soft, np.eye(4))
+    for row in range(4):  # each pixel comes from one image: the label is its share of pixels
+        shares = [(mixed[row, ..., 0] == i).mean() for i in range(4)]
+        np.testing.assert_allclose(soft[row], shares, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["model.mixing={kind:blend,alpha:0.2}"], "model.mixing.kind=blend must be one of mixup"),
+        (["model.mixing={kind:mixup,alpha:0}"], "model.mixing.alpha=0 must be above 0"),
+        (
+            ["model.mixing={kind:mixup,alpha:0.2}", "compile.loss=categorical_crossentropy"],
+            "compile.loss=categorical_crossentropy would not be the training loss",
+        ),
+    ],
+)
+def test_bad_mixing_is_one_line(project, overrides, message, monkeypatch, tmp_path):
+    monkeypatch.chdir(project)
+    with pytest.raises(TapefitError, match=message) as error:
+        tapefit.run(tapefit.compose([*PHOTOS, *overrides]), tmp_path / "bad")
+    assert "\n" not in str(error.value)
