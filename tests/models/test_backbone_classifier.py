@@ -117,27 +117,24 @@ def test_the_switch_is_logged_once(project, tmp_path, caplog, monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_saved_model_predicts_without_the_preset_folder(
-    project, two_phase_run, tmp_path, monkeypatch
-):
-    from tapefit import predict
+def test_the_saved_model_predicts_without_the_preset_folder(project, two_phase_run, tmp_path):
+    """The folder gone, a fresh process reloads the model, predicts the photos and evaluates."""
+    from tests.helpers import run_cli_batch
 
-    monkeypatch.chdir(project)
     run_dir = project / "runs" / "two_phase"
     shutil.move(project / "two_phase_preset", tmp_path / "elsewhere")
-    model = keras.models.load_model(run_dir / "model.keras")
-    images = np.random.default_rng(0).random((3, 36, 40, 3)).astype("float32")
-    probabilities = keras.ops.convert_to_numpy(model(images))
-    assert probabilities.shape == (3, 2)
-    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
-    assert model.class_names == ["blue", "red"]
-    out = tmp_path / "preds.csv"
-    code = predict.main(
-        [f"run={run_dir}", f"output={out}", f"data.test_path={project / 'photos' / 'val'}"]
-    )
-    assert code == 0
+    out, photos = tmp_path / "preds.csv", project / "photos" / "val"
+    commands = [
+        ("tapefit.predict", [f"run={run_dir}", f"output={out}", f"data.test_path={photos}"]),
+        ("tapefit.evaluate", [f"run={run_dir}", f"data.test_path={photos}"]),
+    ]
+    for result in run_cli_batch(commands, cwd=project):
+        assert result.returncode == 0, result.stderr[-2000:]
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 12 and {r["label"] for r in rows} <= {"blue", "red"}
+    for row in rows:
+        assert abs(float(row["prob_blue"]) + float(row["prob_red"]) - 1) < 1e-5
+    assert keras.models.load_model(run_dir / "model.keras").class_names == ["blue", "red"]
 
 
 def test_the_top_layers_alone_are_unfrozen():
