@@ -26,7 +26,7 @@ import keras
 from tapefit.errors import TapefitError
 from tapefit.models.classifier_outputs import ClassifierOutputs
 from tapefit.models.fine_tuning import BACKBONE_OPTIMIZER, apply_fine_tuning_gradients
-from tapefit.models.image_backbone import load_image_backbone
+from tapefit.models.image_backbone import load_application, load_image_backbone
 from tapefit.models.image_fine_tuning import (
     BackboneSettings,
     BackboneUnfreezing,
@@ -107,12 +107,19 @@ class BackboneClassifier(ClassifierOutputs, TapeModel):
                 f"{self.num_classes} classes: give one name per class"
             )
         if backbone_layer is None:
-            if not settings.get("preset"):
+            if settings.get("application"):
+                parts = load_application(
+                    str(settings["application"]),
+                    settings.get("weights"),
+                    settings.get("image_size"),
+                )
+            elif not settings.get("preset"):
                 raise TapefitError(
                     "model.backbone.preset is not set: name a KerasHub preset folder or name, or "
                     "a timm or Hugging Face folder, e.g. model.backbone.preset=models/resnet_18"
                 )
-            parts = load_image_backbone(str(settings["preset"]), settings.get("image_size"))
+            else:
+                parts = load_image_backbone(str(settings["preset"]), settings.get("image_size"))
             backbone_layer, converter = parts.backbone, parts.converter
             log.info(
                 "pretrained backbone %s: %s, %d parameters, images resized to %s",
@@ -283,7 +290,7 @@ class BackboneClassifier(ClassifierOutputs, TapeModel):
             "name": self.name,
             "image_shape": list(self.image_shape),
             "num_classes": self.num_classes,
-            "backbone": {k: v for k, v in self.settings.items() if k != "preset"},
+            "backbone": {k: v for k, v in self.settings.items() if k not in ("preset", "weights")},
             "dropout": self.dropout,
             "fine_tuning": self.fine_tuning,
             "class_names": self.class_names,

@@ -169,3 +169,80 @@ def _size(value: Any) -> tuple[int, int] | None:
 def _static_size(backbone: Any) -> tuple[int, int] | None:
     shape = backbone.input.shape
     return (int(shape[1]), int(shape[2])) if shape[1] and shape[2] else None
+
+
+@keras.saving.register_keras_serializable(package="tapefit")
+class ApplicationPreprocessing(keras.layers.Layer):
+    """`keras.applications.<module>.preprocess_input` as a layer (pixels in [0, 255] in), so
+    a saved model keeps its application's preprocessing by name.
+
+    Args:
+        module: The `keras.applications` module, e.g. `resnet50`, `mobilenet_v3`.
+        **kwargs: `keras.layers.Layer`'s keyword arguments.
+
+    Example:
+        >>> import numpy as np
+        >>> layer = ApplicationPreprocessing("mobilenet_v2")  # pixels to [-1, 1]
+        >>> [float(v) for v in layer(np.array([[0.0, 255.0]]))[0]]
+        [-1.0, 1.0]
+    """
+
+    def __init__(self, module: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.module = module
+        self.preprocess = getattr(keras.applications, module).preprocess_input
+
+    def call(self, pixels: Any) -> Any:
+        return self.preprocess(pixels)
+
+    def get_config(self) -> dict[str, Any]:
+        return {**super().get_config(), "module": self.module}
+
+
+def load_application(name: str, weights: str | None, image_size: Any) -> ImageBackboneParts:
+    """A `keras.applications` model without its top, from a local weights file, and a
+    converter that resizes to `image_size` and applies its `preprocess_input`.
+
+    Args:
+        name: A `keras.applications` class, e.g. `ResNet50`, `EfficientNetB0`.
+        weights: A weights file saved for it without its top (`.h5` or `.weights.h5`);
+            None: random initial weights.
+        image_size: `[height, width]` the model sees (its default: 224 by 224).
+
+    Raises:
+        TapefitError: an unknown name, a missing file, or weights of another model.
+
+    Example:
+        >>> load_application("ResNet5", None, None)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        tapefit.errors.TapefitError: model.backbone.application=ResNet5 is not a ...
+    """
+    known = sorted(n for n in dir(keras.applications) if n[:1].isupper())
+    if name not in known:
+        close = [n for n in known if n.lower().startswith(name.lower()[:3])][:4]
+        raise TapefitError(
+            f"model.backbone.application={name} is not a keras.applications model; "
+            f"{'did you mean ' + ', '.join(close) + '? ' if close else ''}e.g. ResNet50, "
+            "EfficientNetB0, MobileNetV3Small"
+        )
+    if weights is not None and not Path(weights).expanduser().is_file():
+        raise TapefitError(
+            f"model.backbone.weights={weights}: no such file (a weights file saved for "
+            f"{name} without its top, e.g. from keras.applications' downloads)"
+        )
+    height, width = _size(image_size) or (224, 224)
+    constructor = getattr(keras.applications, name)
+    try:
+        backbone = constructor(include_top=False, weights=weights, input_shape=(height, width, 3))
+    except ValueError as error:
+        detail = str(error).strip().splitlines()[0]
+        raise TapefitError(
+            f"model.backbone.weights={weights} does not fit {name} without its top ({detail})"
+        ) from None
+    module = constructor.__module__.rsplit(".", 1)[-1]
+    converter = keras.Sequential(
+        [keras.layers.Resizing(height, width), ApplicationPreprocessing(module)],
+        name="application_converter",
+    )
+    converter.image_size = (height, width)
+    return ImageBackboneParts(backbone, converter, f"keras.applications.{name}", 3)

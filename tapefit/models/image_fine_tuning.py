@@ -19,7 +19,9 @@ class BackboneSettings(TypedDict, total=False):
     """`model.backbone`: which pretrained backbone, its input size and pooling."""
 
     preset: str | None  # a KerasHub preset name or folder, or a timm / Hugging Face folder
-    image_size: list[int] | None  # [height, width]; null: the preset's
+    application: str | None  # or a keras.applications model (ResNet50, EfficientNetB0, ...)
+    weights: str | None  # application: its weights file without the top; null: random
+    image_size: list[int] | None  # [height, width]; null: the preset's (application: 224)
     pooling: str  # avg | max | cls (a ViT's first token)
 
 
@@ -50,6 +52,15 @@ def check_settings(backbone: Mapping[str, Any], fine_tuning: Mapping[str, Any]) 
                 f"model.{node}.{unknown[0]} is not a key of model.{node}: it takes "
                 f"{', '.join(typed.__annotations__)}"
             )
+    if backbone.get("preset") and backbone.get("application"):
+        raise TapefitError(
+            "model.backbone.preset and model.backbone.application both name a backbone: set one"
+        )
+    if backbone.get("weights") and not backbone.get("application"):
+        raise TapefitError(
+            "model.backbone.weights is a keras.applications model's weights file: set "
+            "model.backbone.application too (a preset brings its own weights)"
+        )
     pooling = backbone.get("pooling", "avg")
     if pooling not in POOLINGS:
         raise TapefitError(f"model.backbone.pooling={pooling} must be one of {', '.join(POOLINGS)}")

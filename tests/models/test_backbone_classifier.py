@@ -353,3 +353,72 @@ def test_bad_mixing_is_one_line(project, overrides, message, monkeypatch, tmp_pa
     with pytest.raises(TapefitError, match=message) as error:
         tapefit.run(tapefit.compose([*PHOTOS, *overrides]), tmp_path / "bad")
     assert "\n" not in str(error.value)
+
+
+@pytest.fixture(scope="module")
+def application_weights(tmp_path_factory):
+    """A weights file saved for MobileNetV2 without its top, as keras.applications'
+    downloads are (random weights here: no network), and the model that saved it."""
+    folder = tmp_path_factory.mktemp("applications")
+    keras.utils.set_random_seed(5)
+    source = keras.applications.MobileNetV2(
+        include_top=False, weights=None, input_shape=(32, 32, 3)
+    )
+    source.save_weights(folder / "mobilenet_v2_notop.weights.h5")
+    return folder / "mobilenet_v2_notop.weights.h5", source
+
+
+@pytest.mark.slow
+def test_a_keras_applications_model_starts_from_its_weights_file(
+    project, application_weights, tmp_path, monkeypatch
+):
+    weights, source = application_weights
+    monkeypatch.chdir(project)
+    cfg = [
+        *PHOTOS,
+        "model.backbone.preset=null",
+        "model.backbone.application=MobileNetV2",
+        f"model.backbone.weights={weights}",
+        "model.backbone.image_size=[32,32]",
+        "model.fine_tuning.freeze_backbone_epochs=1",  # the backbone as the file has it
+        "trainer.epochs=1",
+    ]
+    results = tapefit.run(tapefit.compose(cfg), tmp_path / "run")
+    assert 0 <= results["test_accuracy"] <= 1
+    model = keras.models.load_model(tmp_path / "run" / "model.keras")
+    for got, want in zip(model.backbone.weights, source.weights, strict=True):
+        np.testing.assert_array_equal(np.array(got), np.array(want), err_msg=want.path)
+    images = np.random.default_rng(0).random((2, 36, 40, 3)).astype("float32")
+    pixels = keras.ops.image.resize(images * 255.0, (32, 32)) / 127.5 - 1.0  # preprocess_input
+    features = np.mean(np.asarray(source(pixels)), axis=(1, 2))
+    logits = features @ np.asarray(model.logits.kernel) + np.asarray(model.logits.bias)
+    want = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(np.asarray(model(images)), want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("backbone", "message"),
+    [
+        (["preset=null", "application=ResNet5"], "application=ResNet5 is not a keras.applications"),
+        (
+            ["preset=null", "application=MobileNetV2", "weights=no/such.h5"],
+            "model.backbone.weights=no/such.h5: no such file",
+        ),
+        (
+            ["preset=null", "application=MobileNetV3Small", "weights={weights}"],
+            "does not fit MobileNetV3Small without its top",
+        ),
+        (["application=MobileNetV2"], "model.backbone.preset and model.backbone.application"),
+        (["preset=null", "weights={weights}"], "model.backbone.weights is a keras.applications"),
+    ],
+)
+def test_bad_applications_are_one_line(
+    project, application_weights, backbone, message, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(project)
+    weights = application_weights[0]
+    overrides = [f"model.backbone.{item.format(weights=weights)}" for item in backbone]
+    overrides.append("model.backbone.image_size=[32,32]")
+    with pytest.raises(TapefitError, match=message) as error:
+        tapefit.run(tapefit.compose([*PHOTOS, *overrides]), tmp_path / "bad")
+    assert "\n" not in str(error.value)
