@@ -249,7 +249,7 @@ def test_bad_settings_are_one_line_before_training(
     [
         ["trainer.precision=mixed_bfloat16"],
         ["trainer.strategy=mirrored", "trainer.devices=[cpu:0,cpu:1]"],  # 8 steps a call asked
-        ["trainer.export=true", "trainer.export_formats=[saved_model,onnx]"],
+        ["trainer.export=true", "trainer.export_formats=[saved_model,onnx,litert]"],
         ["model.mixing={kind:cutmix,alpha:1.0}"],
     ],
     ids=["mixed_bfloat16", "mirrored", "export", "cutmix"],
@@ -271,6 +271,7 @@ def test_a_backbone_run_takes_the_trainers_options(project, extra, tmp_path, mon
     if "trainer.export=true" in extra:  # each format loaded in its runtime and compared
         export = tmp_path / "run" / "export"
         assert (export / "onnx" / "serve.onnx").is_file()
+        assert (export / "litert" / "serve.tflite").is_file()
         assert (export / "saved_model" / "saved_model.pb").is_file() or any(export.rglob("*.pb"))
 
 
