@@ -248,7 +248,7 @@ def test_bad_settings_are_one_line_before_training(
     "extra",
     [
         ["trainer.precision=mixed_bfloat16"],
-        ["trainer.export=true", "trainer.export_formats=[saved_model,onnx,litert]"],
+        ["trainer.export=true", "trainer.export_formats=[saved_model,onnx,litert,openvino]"],
         ["model.mixing={kind:cutmix,alpha:1.0}"],
     ],
     ids=["mixed_bfloat16", "export", "cutmix"],
@@ -267,6 +267,7 @@ def test_a_backbone_run_takes_the_trainers_options(project, extra, tmp_path, mon
         export = tmp_path / "run" / "export"
         assert (export / "onnx" / "serve.onnx").is_file()
         assert (export / "litert" / "serve.tflite").is_file()
+        assert (export / "openvino" / "serve.xml").is_file()  # its dangling outputs dropped
         assert (export / "saved_model" / "saved_model.pb").is_file() or any(export.rglob("*.pb"))
 
 

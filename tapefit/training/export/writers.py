@@ -70,8 +70,38 @@ def write_format(
                 f"{endpoint.name!r}: {_first_problem(name, problems)}; leave {name} out of "
                 "trainer.export_formats"
             )
+        if name == "openvino":
+            drop_dangling_outputs(path)
         written[endpoint.name] = path
     return written
+
+
+def drop_dangling_outputs(path: Path) -> None:
+    """Keras' OpenVINO export (TensorFlow backend) turns tensors the graph computes but never
+    returns, such as the shape slices of a `Resizing` layer, into outputs beside the
+    function's own. TensorFlow names a function's results `Identity`, `Identity_1`, ...: the
+    other outputs are removed and the model saved again (in float32), when there are both."""
+    import openvino as ov
+
+    model = ov.Core().read_model(str(path))
+
+    def returned(output: Any) -> bool:
+        return any(name.split(":")[0].startswith("Identity") for name in output.get_names())
+
+    dangling = [
+        r
+        for r, output in zip(model.get_results(), model.outputs, strict=True)
+        if not returned(output)
+    ]
+    if not dangling or len(dangling) == len(model.outputs):
+        return
+    for result in dangling:
+        model.remove_result(result)
+    pruned = path.with_name(f"{path.stem}.pruned.xml")  # the weights are mapped: not in place
+    ov.save_model(model, str(pruned), compress_to_fp16=False)
+    del model
+    for suffix in (".xml", ".bin"):
+        os.replace(pruned.with_suffix(suffix), path.with_suffix(suffix))
 
 
 @contextlib.contextmanager
