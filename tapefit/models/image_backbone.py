@@ -20,6 +20,8 @@ from typing import Any
 import keras
 
 from tapefit.errors import TapefitError
+from tapefit.models.hf_image_processor import FILE as PROCESSOR_FILE
+from tapefit.models.hf_image_processor import processor_settings
 
 log = logging.getLogger("tapefit")
 
@@ -129,9 +131,14 @@ def load_image_backbone(preset: str, image_size: Any = None) -> ImageBackbonePar
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         where = "" if local else "; give a local preset folder, or fetch it where there is a "
         where += "" if local else "network and save it with save_to_preset"
+        if "does not contain tensor" in detail:  # e.g. a bare ViTModel: no `vit.` prefix
+            where = (
+                "; its weights are not named as KerasHub's converter reads them (keras-hub "
+                "reads ViT weights as ViTForImageClassification saves them, prefixed `vit.`)"
+            )
         raise TapefitError(f"{KEY}={preset}: KerasHub cannot load it ({detail}){where}") from None
     channels = image_channels(backbone, preset)
-    converter = preset_converter(keras_hub, preset)
+    converter = preset_converter(keras_hub, preset, local)
     size = _size(image_size) or (tuple(converter.image_size) if converter else None)
     size = size or _static_size(backbone)
     if size is None:
@@ -146,13 +153,22 @@ def load_image_backbone(preset: str, image_size: Any = None) -> ImageBackbonePar
     return ImageBackboneParts(backbone, converter, preset, channels)
 
 
-def preset_converter(keras_hub: Any, preset: str) -> Any:
-    """The preset's `ImageConverter`, or None when it has none (a bare backbone)."""
+def preset_converter(keras_hub: Any, preset: str, local: bool = False) -> Any:
+    """The preset's `ImageConverter`; for a Hugging Face folder KerasHub reads no
+    preprocessing of, one built from its `preprocessor_config.json`; None when there is
+    neither (a bare backbone)."""
     try:
-        return keras_hub.layers.ImageConverter.from_preset(preset)
+        converter = keras_hub.layers.ImageConverter.from_preset(preset)
     except Exception:  # no image_converter.json, or no converter for this architecture
+        converter = None
+    if converter is None and local:
+        settings = processor_settings(Path(preset).expanduser())
+        if settings is not None:
+            log.info("%s=%s: preprocessing read from its %s", KEY, preset, PROCESSOR_FILE)
+            return keras_hub.layers.ImageConverter(**settings)
+    if converter is None:
         log.info("%s=%s has no image converter: images resized and scaled to [0, 1]", KEY, preset)
-        return None
+    return converter
 
 
 def _size(value: Any) -> tuple[int, int] | None:

@@ -119,3 +119,72 @@ def write_timm_resnet18(folder: Path, input_size: int = 32, seed: int = 0):
     }
     (folder / "config.json").write_text(json.dumps(config))
     return backbone
+
+
+def write_hf_vit(folder: Path, image_size: int = 32, seed: int = 0, bare: bool = False):
+    """A Hugging Face ViT folder as `save_pretrained` writes one (config.json,
+    model.safetensors with the PyTorch names and layouts, preprocessor_config.json with
+    ViT's mean and deviation of 0.5), its weights those of a random KerasHub ViT, which is
+    returned. `bare`: a `ViTModel`'s names (no `vit.` prefix) instead of
+    `ViTForImageClassification`'s."""
+    import keras_hub
+    from safetensors.numpy import save_file
+
+    keras.utils.set_random_seed(seed)
+    hidden, heads, prefix = 32, 2, "" if bare else "vit."
+    backbone = keras_hub.models.ViTBackbone(
+        image_shape=(image_size, image_size, 3), patch_size=(8, 8), num_layers=2,
+        num_heads=heads, hidden_dim=hidden, mlp_dim=64,
+    )  # fmt: skip
+    tensors: dict[str, np.ndarray] = {}
+
+    def put(key: str, value, transpose=None, shape=None) -> None:
+        value = np.asarray(value, dtype="float32")
+        value = value.transpose(transpose) if transpose else value
+        tensors[prefix + key] = np.ascontiguousarray(value.reshape(shape or value.shape))
+
+    def norm(layer, key: str) -> None:
+        put(f"{key}.weight", layer.gamma)
+        put(f"{key}.bias", layer.beta)
+
+    def dense(layer, key: str, flat: tuple[int, int] | None = None) -> None:
+        kernel = np.asarray(layer.kernel).reshape(flat or layer.kernel.shape)
+        put(f"{key}.weight", kernel, transpose=(1, 0))  # Keras (in, out) -> PyTorch (out, in)
+        put(f"{key}.bias", layer.bias, shape=(-1,))
+
+    embedding, encoder = backbone.layers[1], backbone.layers[2]
+    put(
+        "embeddings.patch_embeddings.projection.weight",
+        embedding.patch_embedding.kernel,
+        (3, 2, 0, 1),
+    )  # noqa: E501
+    put("embeddings.patch_embeddings.projection.bias", embedding.patch_embedding.bias)
+    put("embeddings.cls_token", embedding.class_token, shape=(1, 1, hidden))
+    put("embeddings.position_embeddings", np.asarray(embedding.position_embedding.embeddings)[None])
+    for i, block in enumerate(encoder.encoder_layers):
+        key = f"encoder.layer.{i}"
+        for name in ("query", "key", "value"):
+            projection = getattr(block.mha, f"{name}_dense")
+            dense(projection, f"{key}.attention.attention.{name}", flat=(hidden, hidden))
+        dense(block.mha.output_dense, f"{key}.attention.output.dense", flat=(hidden, hidden))
+        norm(block.layer_norm_1, f"{key}.layernorm_before")
+        norm(block.layer_norm_2, f"{key}.layernorm_after")
+        dense(block.mlp.dense_1, f"{key}.intermediate.dense")
+        dense(block.mlp.dense_2, f"{key}.output.dense")
+    norm(encoder.layer_norm, "layernorm")
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "model.safetensors"))
+    config = {
+        "model_type": "vit", "architectures": ["ViTModel" if bare else "ViTForImageClassification"],
+        "image_size": image_size, "patch_size": 8, "num_channels": 3, "num_hidden_layers": 2,
+        "num_attention_heads": heads, "hidden_size": hidden, "intermediate_size": 64,
+        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "qkv_bias": True,
+    }  # fmt: skip
+    processor = {
+        "image_processor_type": "ViTImageProcessor", "do_resize": True, "do_rescale": True,
+        "do_normalize": True, "rescale_factor": 1 / 255, "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5], "size": {"height": image_size, "width": image_size},
+    }  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "preprocessor_config.json").write_text(json.dumps(processor))
+    return backbone

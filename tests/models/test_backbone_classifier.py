@@ -18,7 +18,12 @@ import tapefit
 from tapefit import TapefitError
 from tapefit.models import BackboneClassifier
 from tests.helpers import built_once_per_session
-from tests.models.image_checkpoints import tiny_resnet, write_photos, write_resnet_preset
+from tests.models.image_checkpoints import (
+    tiny_resnet,
+    write_hf_vit,
+    write_photos,
+    write_resnet_preset,
+)
 
 PHOTOS = [
     "data=image_folder",
@@ -54,6 +59,7 @@ def project(tmp_path_factory):
     """A user's project: the preset folder and the photos, nothing of tapefit's."""
     root = tmp_path_factory.mktemp("photos_project")
     write_resnet_preset(root / "checkpoints" / "resnet")
+    write_hf_vit(root / "checkpoints" / "vit")
     write_photos(root / "photos" / "train", per_class=16)
     write_photos(root / "photos" / "val", per_class=6, seed=1)
     return root
@@ -289,10 +295,45 @@ def test_a_timm_folder_loads_with_its_weights_and_preprocessing(tmp_path):
     assert tuple(model(np.zeros((2, 40, 30, 1), "float32")).shape) == (2, 4)
 
 
+def test_a_hugging_face_vit_folder_loads_with_its_weights_and_preprocessing(tmp_path):
+    """A folder as `ViTForImageClassification.save_pretrained` writes it: every weight in
+    place, and its processor's normalisation (mean and deviation 0.5: pixels to [-1, 1]),
+    which KerasHub's ViT converter does not read, inside the model."""
+    pytest.importorskip("safetensors")
+    from tapefit.models.image_backbone import load_image_backbone
+    from tests.models.image_checkpoints import write_hf_vit
+
+    source = write_hf_vit(tmp_path / "vit", image_size=32)
+    parts = load_image_backbone(str(tmp_path / "vit"))
+    assert type(parts.backbone).__name__ == "ViTBackbone"
+    for got, want in zip(parts.backbone.weights, source.weights, strict=True):
+        np.testing.assert_array_equal(np.array(got), np.array(want), err_msg=want.path)
+    assert tuple(parts.converter.image_size) == (32, 32)
+    pixels = np.stack([np.zeros((32, 32, 3)), np.full((32, 32, 3), 255.0)]).astype("float32")
+    np.testing.assert_allclose(np.array(parts.converter(pixels))[:, 0, 0], [[-1] * 3, [1] * 3])
+    model = BackboneClassifier(
+        (40, 30, 1), 3, {"pooling": "cls"}, backbone_layer=parts.backbone, converter=parts.converter
+    )
+    assert tuple(model(np.zeros((2, 40, 30, 1), "float32")).shape) == (2, 3)
+
+
+def test_a_bare_vit_model_folder_is_refused_in_one_line(tmp_path):
+    """KerasHub reads ViT weights only under ViTForImageClassification's `vit.` prefix."""
+    pytest.importorskip("safetensors")
+    from tapefit.models.image_backbone import load_image_backbone
+    from tests.models.image_checkpoints import write_hf_vit
+
+    write_hf_vit(tmp_path / "bare", bare=True)
+    with pytest.raises(TapefitError, match=r"not named as KerasHub's converter reads") as error:
+        load_image_backbone(str(tmp_path / "bare"))
+    assert "\n" not in str(error.value)
+
+
 @pytest.mark.slow
-def test_a_search_and_the_overfit_check_run_with_a_backbone(project, tmp_path):
+def test_a_search_the_overfit_check_and_a_vit_folder_run_through_the_cli(project, tmp_path):
     """Through the real CLI: `search_space=classifier_pretrained` searches the recipe's keys,
-    and `debug=overfit` learns four fixed batches by heart."""
+    `debug=overfit` learns four fixed batches by heart, and a Hugging Face ViT folder trains
+    by the two-phase recipe on its `cls` token."""
     import json
 
     from tests.helpers import run_cli_batch
@@ -300,8 +341,16 @@ def test_a_search_and_the_overfit_check_run_with_a_backbone(project, tmp_path):
     search = [*PHOTOS, "search_space=classifier_pretrained", "tune=random", "tune.max_trials=2"]
     search += ["trainer.epochs=2", f"hydra.run.dir={tmp_path / 'search'}"]
     overfit = [*PHOTOS, "debug=overfit", f"hydra.run.dir={tmp_path / 'overfit'}"]
-    for result in run_cli_batch([search, overfit], cwd=project):
+    vit = [*PHOTOS, "model.backbone.preset=checkpoints/vit", "model.backbone.pooling=cls"]
+    vit += ["model.fine_tuning.freeze_backbone_epochs=1", "trainer.epochs=2"]
+    vit += [f"hydra.run.dir={tmp_path / 'vit'}"]
+    for result in run_cli_batch([search, overfit, vit], cwd=project):
         assert result.returncode == 0, result.stderr[-2000:]
+    vit_metrics = json.loads((tmp_path / "vit" / "metrics.json").read_text())
+    assert vit_metrics["epochs_run"] == 2 and vit_metrics["test_accuracy"] > 0.5
+    log = (tmp_path / "vit" / "tapefit.log").read_text()
+    assert "preprocessing read from its preprocessor_config.json" in log
+    assert "epoch 2: backbone unfrozen after 1 head-only epochs" in log
     trials = (tmp_path / "search" / "trials.csv").read_text().splitlines()
     assert len(trials) == 3 and "model.fine_tuning.freeze_backbone_epochs" in trials[0]
     verdict = json.loads((tmp_path / "overfit" / "metrics.json").read_text())["overfit"]
