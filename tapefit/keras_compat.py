@@ -6,16 +6,24 @@ suite has run on (`pyproject.toml`). Each name says what it is for; `tests/test_
 fails on a `keras.src` import, or a read of a private Keras attribute, anywhere else.
 """
 
-from collections.abc import Iterator
+import copy
+import importlib
+import random
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+from keras.src import backend as keras_backend  # the fused LSTM/GRU kernels an RNN tries
 from keras.src.backend import compute_output_spec  # a symbolic run of a step, for building
 from keras.src.backend.common import global_state  # Keras' name counters, kept by save checks
 from keras.src.models.functional import Functional  # Keras' own functional model class
 from keras.src.saving import saving_lib  # H5IOStore: Keras' weights file, in memory
 from keras.src.saving.serialization_lib import ObjectSharingScope  # shared sub-objects
 from keras.src.utils import python_utils  # @default, is_default, pythonify_logs
+
+# Keras' cuDNN argument rules (a module: its package exports a function of the same name)
+tensorflow_rnn = importlib.import_module("keras.src.backend.tensorflow.rnn")
 
 
 def moving_average_pairs(optimizer) -> list:
@@ -112,16 +120,67 @@ def untracked_attributes(layer: Any) -> Iterator[None]:
         layer._lock = True
 
 
+@contextmanager
+def name_counters_kept() -> Iterator[None]:
+    """Keras' name counters, and Python's and NumPy's random states (a layer without a seed
+    draws one from them), as they were before the block: objects made inside it leave no
+    trace on the objects made after it."""
+    counters = copy.copy(global_state.get_global_attribute("object_name_uids"))
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    try:
+        yield
+    finally:
+        global_state.set_global_attribute("object_name_uids", counters)
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+
+
+def cudnn_argument_rule(kind: str) -> Callable[..., bool]:
+    """Keras' own test of whether an `LSTM`'s or a `GRU`'s arguments suit its cuDNN kernel
+    (`cudnn_ok` without its GPU check): `rule(activation, recurrent_activation, unroll,
+    use_bias)`, and `reset_after` for a GRU."""
+    if kind == "GRU":
+        return tensorflow_rnn._do_gru_arguments_support_cudnn
+    return tensorflow_rnn._do_lstm_arguments_support_cudnn
+
+
+@contextmanager
+def fused_kernel_calls() -> Iterator[list[str]]:
+    """Within the block, a call of Keras' fused `lstm`/`gru` kernel (what `LSTM.inner_loop`
+    tries first, when its own options allow cuDNN) is recorded by name and refused with
+    `NotImplementedError`, so the layer falls back to its generic loop as on a CPU."""
+    calls: list[str] = []
+    originals = {name: getattr(keras_backend, name) for name in ("lstm", "gru")}
+
+    def refusing(name: str) -> Callable[..., Any]:
+        def kernel(*args: Any, **kwargs: Any) -> Any:
+            calls.append(name)
+            raise NotImplementedError
+
+        return kernel
+
+    for name in originals:
+        setattr(keras_backend, name, refusing(name))
+    try:
+        yield calls
+    finally:
+        for name, original in originals.items():
+            setattr(keras_backend, name, original)
+
+
 __all__ = [
     "SUBCLASS_PRIVATES",
     "Functional",
     "ObjectSharingScope",
     "compiled_parts",
     "compute_output_spec",
+    "cudnn_argument_rule",
     "flatten_layers",
+    "fused_kernel_calls",
     "global_state",
     "learning_rate_setting",
     "moving_average_pairs",
+    "name_counters_kept",
     "optimizer_calls",
     "python_utils",
     "saving_lib",

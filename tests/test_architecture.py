@@ -56,6 +56,7 @@ LAYERS = [
     {"config.reference"},
     {
         "training.runtime",
+        "readiness",
         "training.hparams",
         "training.optimizers",
         "training.schedules",
@@ -91,7 +92,7 @@ LAYERS = [
         "sweeps.summary",
         "sweeps.lr_find",
     },
-    {"__init__", "__main__", "launch", "evaluate", "predict", "compare", "mine"},
+    {"__init__", "__main__", "launch", "evaluate", "predict", "compare", "mine", "doctor"},
 ]
 KEYS = {key: rank for rank, names in enumerate(LAYERS) for key in names}
 
@@ -319,11 +320,11 @@ PACKAGE_ORDER = [
     ["text", "evaluation", "objective"],
     ["models", "data"],
     ["callbacks"],
-    ["training"],
+    ["training", "readiness"],
     ["checkpointing"],
     ["runner"],
     ["sweeps"],
-    ["launch", "__main__", "__init__", "evaluate", "predict", "compare", "mine"],
+    ["launch", "__main__", "__init__", "evaluate", "predict", "compare", "mine", "doctor"],
 ]
 
 

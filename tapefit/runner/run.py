@@ -25,6 +25,7 @@ from tapefit.checkpointing.callback_state import apply as apply_callback_states
 from tapefit.checkpointing.connector import CheckpointConnector, Resumption
 from tapefit.checkpointing.history_files import history_lists
 from tapefit.errors import TapefitError
+from tapefit.readiness import log_readiness
 from tapefit.runner import preparation
 from tapefit.runner.callback_order import Connections, assemble_callbacks
 from tapefit.runner.results import finalize
@@ -132,6 +133,7 @@ class Run:
         check_interval(trainer, data.val is not None)
         built = preparation.build_checked_model(cfg, data, strategy, spec)
         model = built.model
+        log_readiness(model, data.train, strategy, trainer.jit_compile)
         checkpoints = CheckpointConnector(spec.checkpoint, self.run_dir)
         plan = FitPlan.of(trainer, data.train)
         epoch_steps = plan.steps_per_epoch or steps_of(data.train, None)

@@ -9,18 +9,20 @@ and elsewhere. `check_rebuildable` runs the loading half on the config the file 
 
 from __future__ import annotations
 
-import copy
 import inspect
 import json
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import keras
 
 from tapefit.errors import UnsaveableModelError
-from tapefit.keras_compat import Functional, ObjectSharingScope, flatten_layers, global_state
+from tapefit.keras_compat import (
+    Functional,
+    ObjectSharingScope,
+    flatten_layers,
+    name_counters_kept,
+)
 from tapefit.step.constructor_config import PRIVATE_KEYS, accepted_keywords, leaves
 
 
@@ -81,7 +83,7 @@ def _fingerprint(model: keras.Model) -> str | None:
     """What the check's verdict depends on: the serialised config (classes and arguments) and
     the weights' shapes; None when the config does not serialise (the check says why)."""
     try:
-        with _names_kept(), ObjectSharingScope():
+        with name_counters_kept(), ObjectSharingScope():
             config = keras.saving.serialize_keras_object(model)
         config.pop("compile_config", None)
         return json.dumps(
@@ -171,7 +173,7 @@ def _short(value: Any) -> str:
 
 def _check_config_rebuilds(model: keras.Model) -> None:
     name = type(model).__name__
-    with _names_kept():
+    with name_counters_kept():
         with ObjectSharingScope():
             config = keras.saving.serialize_keras_object(model)
         config.pop("compile_config", None)  # compiling is not part of rebuilding
@@ -215,15 +217,3 @@ def _classes_in(model: keras.Model) -> dict[str, type]:
         if holder is not None and holder.values is not None:
             objects.extend(leaves(holder.values))
     return {type(obj).__name__: type(obj) for obj in objects if hasattr(obj, "get_config")}
-
-
-@contextmanager
-def _names_kept() -> Iterator[None]:
-    """Keras' name counters as they were: the rebuilt model's layers take no names from the
-    layers created after the check."""
-    counters = global_state.get_global_attribute("object_name_uids")
-    kept = copy.copy(counters)
-    try:
-        yield
-    finally:
-        global_state.set_global_attribute("object_name_uids", kept)

@@ -157,7 +157,7 @@ def write_hf_vit(folder: Path, image_size: int = 32, seed: int = 0, bare: bool =
         "embeddings.patch_embeddings.projection.weight",
         embedding.patch_embedding.kernel,
         (3, 2, 0, 1),
-    )  # noqa: E501
+    )
     put("embeddings.patch_embeddings.projection.bias", embedding.patch_embedding.bias)
     put("embeddings.cls_token", embedding.class_token, shape=(1, 1, hidden))
     put("embeddings.position_embeddings", np.asarray(embedding.position_embedding.embeddings)[None])

@@ -322,6 +322,8 @@ def test_epochs_final_metrics_and_warnings_reach_tapefit_log(tmp_path):
     log = (tmp_path / "tapefit.log").read_text()
     assert "epoch 1: accuracy=" in log and "epoch 2: accuracy=" in log
     assert "completed: test_accuracy=" in log
+    assert "readiness: dtype policy: mixed_bfloat16 (compute bfloat16, variables float32)" in log
+    assert "readiness: XLA (train/evaluate/predict): here off" in log
     from tapefit.training.runtime import cpu_has_amx_bfloat16
 
     if cpu_has_amx_bfloat16() is False:  # tapefit warns about bf16 only on CPUs without AMX
