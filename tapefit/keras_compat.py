@@ -52,6 +52,7 @@ SUBCLASS_PRIVATES = (
     "_log_epoch_metrics",  # TensorBoard: overridden to write tapefit's epoch scalars too
     "_loss_tracker",  # TapeModel: the mean of the loss Keras logs as `loss`
     "_make_function",  # TapeModel: overridden to trace the tape step
+    "_masked_softmax",  # Float32SoftmaxAttention: overridden for a float32 softmax
     "_maybe_symbolic_build",  # TapeModel: overridden to build from the data's element spec
     "_post_build",  # TapeModel: what Keras does once a model is built
     "_should_trace",  # TensorBoard: whether the profiler is on for this batch

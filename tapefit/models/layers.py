@@ -36,7 +36,8 @@ def pool_states(states: Any, mask: Any, pooling: str) -> Any:
             Keras' `GlobalAveragePooling1D`).
 
     Returns:
-        `(batch, features)`; a text with no token pools to zeros.
+        `(batch, features)`, float32 (also under mixed precision) but for `first`; a text
+        with no token pools to zeros.
 
     Example:
         >>> import numpy as np
@@ -50,6 +51,7 @@ def pool_states(states: Any, mask: Any, pooling: str) -> Any:
     ops = keras.ops
     if pooling == "first":
         return states[:, 0]
+    states = ops.cast(states, "float32")  # sums and divisions in float32 under mixed precision
     if mask is None:
         mask = ops.ones(ops.shape(states)[:2], dtype="bool")
     present = ops.expand_dims(ops.cast(mask, states.dtype), -1)
@@ -93,6 +95,31 @@ def sine_positions(length: Any, width: int, dtype: str = "float32") -> Any:
 
 
 @keras.saving.register_keras_serializable(package="tapefit")
+class Float32SoftmaxAttention(layers.MultiHeadAttention):
+    """Keras' `MultiHeadAttention` whose attention weights are a float32 softmax under mixed
+    precision, as in Keras' fused path (`ops.dot_product_attention`, taken without attention
+    dropout); Keras' explicit path, taken with dropout, would take it in float16.
+
+    Example:
+        >>> import numpy as np
+        >>> attention = Float32SoftmaxAttention(num_heads=2, key_dim=4, dropout=0.1)
+        >>> tuple(attention(np.ones((1, 3, 8), "float32"), np.ones((1, 3, 8), "float32")).shape)
+        (1, 3, 8)
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.float32_softmax = layers.Softmax(axis=-1, dtype="float32")
+
+    def _masked_softmax(self, attention_scores: Any, attention_mask: Any = None) -> Any:
+        """Keras' masked softmax over the key axis, in float32."""
+        if attention_mask is not None:  # (batch, query, key) -> (batch, heads, query, key)
+            while len(attention_mask.shape) < len(attention_scores.shape):
+                attention_mask = keras.ops.expand_dims(attention_mask, axis=-3)
+        weights = self.float32_softmax(attention_scores, mask=attention_mask)
+        return keras.ops.cast(weights, attention_scores.dtype)
+
+
 class TransformerBlock(layers.Layer):
     """One post-norm Transformer encoder block: self-attention over the text's real tokens,
     then a two-layer feed-forward network (GELU), each added back and layer-normalised.
@@ -124,7 +151,7 @@ class TransformerBlock(layers.Layer):
                 f"{width}: choose a divisor (e.g. 1, 2, 4)"
             )
         self.settings = {"width": width, "num_heads": num_heads, "units": units, "dropout": dropout}
-        self.attention = layers.MultiHeadAttention(num_heads, width // num_heads, dropout=dropout)
+        self.attention = Float32SoftmaxAttention(num_heads, width // num_heads, dropout=dropout)
         self.feed_forward = [layers.Dense(units, activation="gelu"), layers.Dense(width)]
         self.norms = [layers.LayerNormalization(epsilon=1e-6) for _ in range(2)]
         self.dropout = layers.Dropout(dropout)
@@ -273,7 +300,8 @@ class TextEncoder(layers.Layer):
                 return_sequences=not last or pooling != "last",
             )
             self.recurrent.append(layers.Bidirectional(cell) if bidirectional else cell)
-        self.mean = layers.GlobalAveragePooling1D() if pooling == "mean" else None
+        # in float32 under mixed precision: the sum over time and the division by its length
+        self.mean = layers.GlobalAveragePooling1D(dtype="float32") if pooling == "mean" else None
         self.projection = layers.Dense(projection, name="projection") if projection else None
 
     @property

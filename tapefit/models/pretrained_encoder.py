@@ -174,6 +174,7 @@ class PretrainedTextEncoder(keras.layers.Layer):
         features = self.features(texts)
         output = self.backbone(features, training=training)
         sequence = output["sequence_output"] if isinstance(output, dict) else output
+        sequence = tf.cast(sequence, "float32")  # pooled in float32 under mixed precision
         mask = tf.cast(features["padding_mask"], sequence.dtype)[:, :, None]
         if self.pooling == "cls":
             pooled = sequence[:, 0]
