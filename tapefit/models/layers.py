@@ -228,6 +228,8 @@ class TextEncoder(layers.Layer):
         train_embeddings: False keeps the token embeddings fixed (frozen pretrained vectors).
         projection: A linear layer of this width after the pooling (a projection head, as in
             SimCSE and sentence-transformers' `Dense` module); None: the pooled vector.
+        dropout: The RNNs' dropout on their inputs (each step's, one mask per text), which,
+            unlike `recurrent_dropout`, lets an LSTM or GRU run on cuDNN on a GPU.
         **kwargs: `keras.layers.Layer`'s keyword arguments (`name`, `dtype`, ...).
 
     Raises:
@@ -256,10 +258,17 @@ class TextEncoder(layers.Layer):
         num_heads: int = 4,
         train_embeddings: bool = True,
         projection: int | None = None,
+        dropout: float = 0.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         rnn = parse_choice(Rnn, rnn, "model.encoder.rnn").value
+        if dropout and rnn not in ("lstm", "gru"):
+            raise TapefitError(
+                f"model.encoder.dropout={dropout} is an RNN's input dropout, and "
+                f"model.encoder.rnn={rnn} has no RNN: set it to 0 (a Transformer's dropout is "
+                "model.encoder.recurrent_dropout)"
+            )
         pooling = parse_choice(Pooling, pooling, "model.encoder.pooling").value
         if num_layers < 1 or vocab_size < 2:
             raise TapefitError(
@@ -284,6 +293,7 @@ class TextEncoder(layers.Layer):
             "num_heads": int(num_heads),
             "train_embeddings": bool(train_embeddings),
             "projection": int(projection) if projection else None,
+            "dropout": float(dropout),
         }
         self.embedding = layers.Embedding(vocab_size, embedding_dim, mask_zero=mask_padding)
         self.embedding.trainable = bool(train_embeddings)
@@ -296,6 +306,7 @@ class TextEncoder(layers.Layer):
             last = index == num_layers - 1
             cell = RNNS[rnn](
                 units,
+                dropout=dropout,
                 recurrent_dropout=recurrent_dropout,
                 return_sequences=not last or pooling != "last",
             )

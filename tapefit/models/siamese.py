@@ -87,10 +87,10 @@ class SiameseModel(TapeModel):
         vocab_size: For token-id inputs, without a vocabulary: ids lie below it.
         sequence_length: Tokens per text after vectorisation (padded or cut).
         encoder: `TextEncoder`'s options (`embedding_dim`, `rnn`, `units`, `num_layers`,
-            `bidirectional`, `pooling`, `recurrent_dropout`, `mask_padding`, `num_heads`,
-            `train_embeddings`, `projection`), and `vectors`: a GloVe or word2vec text file
-            read once to start the embedding (`start_from_vectors`), left out of the saved
-            config.
+            `bidirectional`, `pooling`, `recurrent_dropout`, `dropout`, `mask_padding`,
+            `num_heads`, `train_embeddings`, `projection`), and `vectors`: a GloVe or
+            word2vec text file read once to start the embedding (`start_from_vectors`), left
+            out of the saved config.
         loss: The pair loss `compile_defaults` makes: `name` (cosine, cosine_mse, cosent,
             angle, contrastive, in_batch_negatives, triplet) and its options.
         label_type: `graded` scores or `binary` 0/1 labels: which losses fit.

@@ -29,6 +29,7 @@ class EncoderOptions(TypedDict, total=False):
     bidirectional: bool
     pooling: Literal["last", "mean", "max", "first", "mean_sqrt_len", "cls"] | None
     recurrent_dropout: float
+    dropout: float  # the RNN's input dropout (cuDNN-compatible, unlike recurrent_dropout)
     mask_padding: bool
     num_heads: int
     train_embeddings: bool
@@ -95,9 +96,10 @@ def check_siamese_options(options: Mapping[str, Any]) -> None:
         raise TapefitError(
             f"model.encoder.projection={projection} must be null (no head) or at least 1"
         )
-    dropout = encoder.get("recurrent_dropout", 0.0)
-    if not 0.0 <= dropout < 1.0:
-        raise TapefitError(f"model.encoder.recurrent_dropout={dropout} must lie in [0, 1)")
+    for key in ("recurrent_dropout", "dropout"):
+        dropout = encoder.get(key, 0.0)
+        if not 0.0 <= dropout < 1.0:
+            raise TapefitError(f"model.encoder.{key}={dropout} must lie in [0, 1)")
     loss = dict(options.get("loss") or {})
     if "name" in loss:
         parse_choice(PairLoss, loss["name"], "model.loss.name")

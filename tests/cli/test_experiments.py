@@ -197,3 +197,35 @@ def test_image_benchmark_times_both_phases_against_the_keras_guide(tmp_path, cap
     assert report["frozen_ratio"] == pytest.approx(ratio)
     assert f"tapefit/keras step time, frozen {ratio:.3f} (goal <= 1.05)" in capsys.readouterr().out
     assert json.loads((tmp_path / "image.json").read_text())["medians"] == report["medians"]
+
+
+def test_gpu_benchmark_smoke_run_says_it_measured_no_gpu(tmp_path, capsys):
+    """Without a GPU the script still runs every kind of cell and says its figures are CPU
+    figures; cuDNN and XLA columns are what Keras did."""
+    gpu_benchmark = load("gpu_benchmark")
+    arguments = ["--smoke", "--models", "lstm", "--precisions", "mixed_bfloat16", "--xla", "off"]
+    report = gpu_benchmark.main([*arguments, "--json", str(tmp_path / "gpu.json")])
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("no GPU: TensorFlow sees none")
+    assert report["gpu"] is False and report["smoke"] is True
+    rows = report["rows"]
+    assert [row["cudnn"] for row in rows] == ["yes", "no"]  # recurrent dropout 0, then 0.1
+    assert not any(row["xla_used"] for row in rows)
+    for row in rows:
+        assert row["tapefit_ms"] > 0 and row["keras_ms"] > 0 and row["tapefit_over_keras"] > 0
+        assert (
+            f"lstm | mixed_bfloat16 | off | off | {row['cudnn']} | {row['tapefit_ms']:.2f}" in out
+        )
+    assert json.loads((tmp_path / "gpu.json").read_text())["rows"] == rows
+
+
+def test_recurrent_dropout_measurement_runs_the_presets_variants(tmp_path, capsys):
+    recurrent_dropout = load("recurrent_dropout")
+    report = recurrent_dropout.main(
+        ["--quick", "--presets", "siamese", "--variants", "no dropout", "input dropout 0.1"]
+    )
+    assert [row["variant"] for row in report["rows"]] == ["no dropout", "input dropout 0.1"]
+    for row in report["rows"]:
+        assert -1 <= row["val_spearman"] <= 1 and -1 <= row["test_spearman"] <= 1
+        assert row["s_per_epoch"] > 0 and len(row["runs"]) == 1
+    assert "siamese | input dropout 0.1 | " in capsys.readouterr().out

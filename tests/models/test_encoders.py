@@ -10,6 +10,7 @@ import tapefit
 from tapefit import SiameseModel, TapefitError, TextEncoder
 from tapefit.models.layers import pool_states
 from tapefit.models.losses import CoSENTLoss
+from tapefit.models.siamese_options import check_siamese_options
 
 TOKENS = np.array([[3, 7, 2, 0, 0], [5, 0, 0, 0, 0], [4, 4, 9, 8, 6]])
 
@@ -109,3 +110,22 @@ def test_a_projection_head_sets_the_vector_width_and_is_checked():
     assert "projection" in [v.path.split("/")[-2] for v in encoder.trainable_variables]
     with pytest.raises(TapefitError, match=r"model.encoder.projection=0 must be null"):
         SiameseModel(vocab_size=12, encoder={"projection": 0})
+
+
+def test_input_dropout_reaches_each_rnn_and_is_refused_without_one():
+    """`dropout` is the RNNs' input dropout (which cuDNN runs, unlike `recurrent_dropout`):
+    each stacked and bidirectional LSTM gets it, it reloads, and an encoder without an RNN or
+    a rate outside [0, 1) is one line."""
+    encoder = TextEncoder(vocab_size=12, units=4, num_layers=2, bidirectional=True, dropout=0.2,
+                          recurrent_dropout=0.0)  # fmt: skip
+    encoder(TOKENS)
+    rnns = [layer for rnn in encoder.recurrent for layer in (rnn.forward_layer, rnn.backward_layer)]
+    assert [rnn.dropout for rnn in rnns] == [0.2] * 4
+    assert TextEncoder.from_config(encoder.get_config()).settings["dropout"] == 0.2
+    training = [np.array(encoder(TOKENS, training=True)) for _ in range(2)]
+    assert not np.array_equal(*training)  # a new mask each call while training
+    np.testing.assert_array_equal(encoder(TOKENS), encoder(TOKENS))
+    with pytest.raises(TapefitError, match=r"model.encoder.dropout=0.1 is an RNN's input dropout"):
+        TextEncoder(vocab_size=12, rnn="transformer", pooling="mean", dropout=0.1)
+    with pytest.raises(TapefitError, match=r"model.encoder.dropout=1.0 must lie in \[0, 1\)"):
+        check_siamese_options({"encoder": {"dropout": 1.0}})
