@@ -19,6 +19,7 @@ runs without XLA. A layer that keeps `recurrent_dropout` thus gets neither cuDNN
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,14 +117,23 @@ def _verdict(path: str, kind: str, layer: Any) -> RecurrentLayer:
     )
 
 
+_TRIED: dict[tuple[type, str, Any], bool] = {}  # one probe per kind of layer and config
+
+
 def _inner_loop_tries_kernel(layer: Any) -> bool:
-    """Run a copy of the layer in training mode, Keras' fused kernels recorded and refused."""
-    with name_counters_kept():
-        copy = type(layer).from_config(layer.get_config())
-        copy.use_cudnn = getattr(layer, "use_cudnn", "auto")  # not in Keras 3.15's config
-        with fused_kernel_calls() as calls:
-            copy(np.zeros((1, 2, 2), "float32"), training=True)
-    return bool(calls)
+    """Run a copy of the layer in training mode, Keras' fused kernels recorded and refused
+    (once per kind of layer and config: every run logs the report)."""
+    config = {key: value for key, value in layer.get_config().items() if key != "name"}
+    use_cudnn = getattr(layer, "use_cudnn", "auto")  # not in Keras 3.15's config
+    key = (type(layer), json.dumps(config, sort_keys=True, default=repr), use_cudnn)
+    if key not in _TRIED:
+        with name_counters_kept():
+            copy = type(layer).from_config(layer.get_config())
+            copy.use_cudnn = use_cudnn
+            with fused_kernel_calls() as calls:
+                copy(np.zeros((1, 2, 2), "float32"), training=True)
+        _TRIED[key] = bool(calls)
+    return _TRIED[key]
 
 
 def _gate_options(layer: Any) -> list[str]:
