@@ -58,12 +58,17 @@ class RecurrentLayer:
         """The report's line for it.
 
         Example:
-            >>> RecurrentLayer("m/lstm", "LSTM", False, ("recurrent_dropout=0.1",), True).line()
-            'm/lstm (LSTM): cuDNN on a GPU: no (recurrent_dropout=0.1); XLA: blocked on a GPU'
+            >>> RecurrentLayer("m/lstm", "LSTM", True, (), True).line()
+            'm/lstm (LSTM): cuDNN on a GPU: yes (Keras keeps it out of XLA)'
+            >>> RecurrentLayer("m/gru", "GRU", False, ("reset_after=False",), False).line()
+            'm/gru (GRU): cuDNN on a GPU: no (reset_after=False)'
         """
-        verdict = "yes" if self.cudnn_on_gpu else f"no ({', '.join(self.blockers)})"
-        xla = "; XLA: blocked on a GPU" if self.blocks_xla_on_gpu else ""
-        return f"{self.path} ({self.kind}): cuDNN on a GPU: {verdict}{xla}"
+        if self.cudnn_on_gpu:
+            return f"{self.path} ({self.kind}): cuDNN on a GPU: yes (Keras keeps it out of XLA)"
+        verdict = f"{self.path} ({self.kind}): cuDNN on a GPU: no ({', '.join(self.blockers)})"
+        if self.blocks_xla_on_gpu:
+            verdict += ", and Keras still keeps it out of XLA there: the generic loop, uncompiled"
+        return verdict
 
 
 def recurrent_layers(model: Any) -> list[RecurrentLayer]:
