@@ -5,12 +5,14 @@ measures what the presets would lose without it, on CPU, selected on validation.
     python experiments/recurrent_dropout.py --json /tmp/dropout.json
     python experiments/recurrent_dropout.py --quick          # the suite's smoke run
 
-For each preset (the tutorial's `experiment=siamese`, and the `experiment=sts` encoder on the
-synthetic pairs) and each variant (recurrent dropout 0.1 as shipped; none; input dropout 0.1
-instead, which cuDNN runs), it trains the real configuration (`tapefit.compose` +
-`tapefit.run`) with each seed. A run's model is its best epoch by validation Spearman; the
-table gives the median over seeds of that validation Spearman (what a choice may use), the
-test Spearman beside it (reported, never used to choose), and seconds per epoch on this CPU.
+For each preset (the tutorial's `experiment=siamese`, the `experiment=sts` encoder, and the
+Transformer encoder, on the synthetic pairs) and each variant (recurrent dropout 0.1, the
+default before this measurement; none; input dropout 0.1 instead, which cuDNN runs, and
+which for the Transformer drops token embeddings instead of inside its blocks), it trains
+the real configuration (`tapefit.compose` + `tapefit.run`) with each seed. A run's model is
+its best epoch by validation Spearman; the table gives the median over seeds of that
+validation Spearman (what a choice may use), the test Spearman beside it (reported, never
+used to choose), and seconds per epoch on this CPU.
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ PRESETS = {
         "model.encoder.units=128",
         "data.tokenizer=wordpiece",
         "trainer.epochs=8",
+    ],
+    "transformer": [  # compare's Transformer candidate: recurrent_dropout is its blocks' dropout
+        "experiment=siamese",
+        "model.encoder.rnn=transformer",
+        "model.encoder.units=128",
+        "model.encoder.pooling=mean",
+        "model.loss.name=cosent",
     ],
 }
 VARIANTS = {

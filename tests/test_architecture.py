@@ -375,14 +375,16 @@ def test_below_the_runs_edge_no_function_takes_the_composed_config():
 
 
 def keras_private_names() -> set[str]:
-    """The private attributes of Keras' models, layers, optimizers, callbacks and saving
-    library, as a built, compiled model and its optimizer hold them."""
+    """The private attributes of Keras' models, layers (attention too), optimizers, callbacks
+    and saving library, as a built, compiled model and its optimizer hold them."""
     from tapefit.keras_compat import saving_lib
 
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(keras.optimizers.Adam(use_ema=True), "mse", metrics=["mae"])
     model.optimizer.build(model.trainable_variables)
+    attention = keras.layers.MultiHeadAttention(num_heads=1, key_dim=1)
     objects = [model, model.layers[0], model.optimizer, keras.callbacks.TensorBoard(), saving_lib]
+    objects.append(attention)
     return {
         name
         for thing in objects
@@ -392,10 +394,17 @@ def keras_private_names() -> set[str]:
 
 
 def private_reads(tree: ast.AST) -> list[tuple[int, str, str]]:
-    """(line, object, name) of every `x._name` and `getattr(x, "_name")` in `tree`."""
+    """(line, object, name) of every `x._name` and `getattr(x, "_name")` in `tree`, and of
+    every private method a class defines (an override of Keras' is a use on `self`)."""
     reads = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+        if isinstance(node, ast.ClassDef):
+            reads += [
+                (method.lineno, "self", method.name)
+                for method in node.body
+                if isinstance(method, ast.FunctionDef) and method.name.startswith("_")
+            ]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             reads.append((node.lineno, ast.unparse(node.value), node.attr))
         elif (
             isinstance(node, ast.Call)

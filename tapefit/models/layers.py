@@ -228,8 +228,9 @@ class TextEncoder(layers.Layer):
         train_embeddings: False keeps the token embeddings fixed (frozen pretrained vectors).
         projection: A linear layer of this width after the pooling (a projection head, as in
             SimCSE and sentence-transformers' `Dense` module); None: the pooled vector.
-        dropout: The RNNs' dropout on their inputs (each step's, one mask per text), which,
-            unlike `recurrent_dropout`, lets an LSTM or GRU run on cuDNN on a GPU.
+        dropout: Dropout on the encoder's inputs, one mask per text: each RNN's input
+            dropout (Keras' `dropout`, which, unlike `recurrent_dropout`, lets an LSTM or GRU
+            run on cuDNN on a GPU); without an RNN, on the token embeddings.
         **kwargs: `keras.layers.Layer`'s keyword arguments (`name`, `dtype`, ...).
 
     Raises:
@@ -263,12 +264,6 @@ class TextEncoder(layers.Layer):
     ) -> None:
         super().__init__(**kwargs)
         rnn = parse_choice(Rnn, rnn, "model.encoder.rnn").value
-        if dropout and rnn not in ("lstm", "gru"):
-            raise TapefitError(
-                f"model.encoder.dropout={dropout} is an RNN's input dropout, and "
-                f"model.encoder.rnn={rnn} has no RNN: set it to 0 (a Transformer's dropout is "
-                "model.encoder.recurrent_dropout)"
-            )
         pooling = parse_choice(Pooling, pooling, "model.encoder.pooling").value
         if num_layers < 1 or vocab_size < 2:
             raise TapefitError(
@@ -313,6 +308,11 @@ class TextEncoder(layers.Layer):
             self.recurrent.append(layers.Bidirectional(cell) if bidirectional else cell)
         # in float32 under mixed precision: the sum over time and the division by its length
         self.mean = layers.GlobalAveragePooling1D(dtype="float32") if pooling == "mean" else None
+        self.embedding_dropout = (  # an RNN drops its own inputs (cuDNN runs it)
+            layers.Dropout(dropout, noise_shape=(None, 1, embedding_dim))
+            if dropout and rnn not in ("lstm", "gru")
+            else None
+        )
         self.projection = layers.Dense(projection, name="projection") if projection else None
 
     @property
@@ -359,6 +359,8 @@ class TextEncoder(layers.Layer):
         """
         hidden = self.embedding(tokens)
         mask = self.embedding.compute_mask(tokens)
+        if self.embedding_dropout is not None:
+            hidden = self.embedding_dropout(hidden, training=training)
         if self.blocks:
             width = self.settings["embedding_dim"]
             positions = sine_positions(keras.ops.shape(tokens)[1], width, hidden.dtype)

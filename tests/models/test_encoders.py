@@ -112,10 +112,10 @@ def test_a_projection_head_sets_the_vector_width_and_is_checked():
         SiameseModel(vocab_size=12, encoder={"projection": 0})
 
 
-def test_input_dropout_reaches_each_rnn_and_is_refused_without_one():
+def test_input_dropout_reaches_each_rnn_or_the_embeddings():
     """`dropout` is the RNNs' input dropout (which cuDNN runs, unlike `recurrent_dropout`):
-    each stacked and bidirectional LSTM gets it, it reloads, and an encoder without an RNN or
-    a rate outside [0, 1) is one line."""
+    each stacked and bidirectional LSTM gets it, it reloads; without an RNN it drops token
+    embeddings; a rate outside [0, 1) is one line."""
     encoder = TextEncoder(vocab_size=12, units=4, num_layers=2, bidirectional=True, dropout=0.2,
                           recurrent_dropout=0.0)  # fmt: skip
     encoder(TOKENS)
@@ -125,7 +125,8 @@ def test_input_dropout_reaches_each_rnn_and_is_refused_without_one():
     training = [np.array(encoder(TOKENS, training=True)) for _ in range(2)]
     assert not np.array_equal(*training)  # a new mask each call while training
     np.testing.assert_array_equal(encoder(TOKENS), encoder(TOKENS))
-    with pytest.raises(TapefitError, match=r"model.encoder.dropout=0.1 is an RNN's input dropout"):
-        TextEncoder(vocab_size=12, rnn="transformer", pooling="mean", dropout=0.1)
+    bag = TextEncoder(vocab_size=12, rnn="none", pooling="mean", embedding_dim=6, dropout=0.5)
+    assert not np.array_equal(bag(TOKENS, training=True), bag(TOKENS, training=True))
+    np.testing.assert_array_equal(bag(TOKENS), bag(TOKENS))  # without an RNN: the embeddings
     with pytest.raises(TapefitError, match=r"model.encoder.dropout=1.0 must lie in \[0, 1\)"):
         check_siamese_options({"encoder": {"dropout": 1.0}})

@@ -113,12 +113,32 @@ def test_the_probe_leaves_no_trace_on_what_is_built_after_it():
     assert number(keras.layers.LSTM(2).name) == number(before) + 1
 
 
+@pytest.fixture
+def determinism(monkeypatch):
+    """Op determinism as a test chooses it: TensorFlow cannot turn it off once a run of the
+    same process turned it on (`trainer.deterministic=true`), and Keras reads it too."""
+    import tensorflow.python.framework.config as tf_config
+
+    import tapefit.readiness.xla as xla
+
+    def choose(enabled: bool) -> None:
+        monkeypatch.setattr(tf_config, "is_op_determinism_enabled", lambda: enabled)
+        monkeypatch.setattr(xla, "is_op_determinism_enabled", lambda: enabled)
+
+    choose(False)
+    return choose
+
+
+def dense_model(**compile_kwargs):
+    return compiled(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]), **compile_kwargs)
+
+
 def compiled(model, **compile_kwargs):
     model.compile(optimizer="adam", loss="mse", **compile_kwargs)
     return model
 
 
-def test_xla_here_and_on_a_gpu_follow_keras_rules():
+def test_xla_here_and_on_a_gpu_follow_keras_rules(determinism):
     dense = compiled(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]))
     verdict = xla_verdict(dense, None, [])
     assert (verdict.here, verdict.on_gpu) == (False, True)
@@ -130,13 +150,18 @@ def test_xla_here_and_on_a_gpu_follow_keras_rules():
     assert not verdict.on_gpu and "lstm" in verdict.on_gpu_why
     eager = compiled(keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]), run_eagerly=True)
     assert "no compiled functions" in xla_verdict(eager, None, []).here_why
+    determinism(True)
+    verdict = xla_verdict(dense, None, [])
+    assert not verdict.on_gpu and "op determinism" in verdict.on_gpu_why
 
 
-def test_xla_here_is_kerass_resolved_flag():
-    forced = compiled(
-        keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)]), jit_compile=True
-    )
-    assert xla_verdict(forced, True, []).here is True
+def test_xla_here_is_kerass_resolved_flag(determinism):
+    assert xla_verdict(dense_model(jit_compile=True), True, []).here is True
+    determinism(True)  # Keras' setter refuses jit_compile=True now, and says so
+    with pytest.warns(UserWarning, match="doesn't support `jit_compile=True`"):
+        refused = dense_model(jit_compile=True)
+    verdict = xla_verdict(refused, True, [])
+    assert verdict.here is False and "op determinism" in verdict.here_why
 
 
 @pytest.mark.parametrize(
