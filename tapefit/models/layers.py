@@ -26,6 +26,33 @@ class Pooling(str, Enum):
     mean_sqrt_len = "mean_sqrt_len"  # the masked sum over time divided by sqrt(length)
 
 
+HALF = ("float16", "bfloat16")
+
+
+def wide_dtype() -> str | None:
+    """The dtype for sums, divisions and softmaxes: float32 under a mixed (16-bit) policy,
+    else None, the policy's own (float32, or float64 where Keras computes in it).
+
+    Example:
+        >>> wide_dtype() is None  # float32 already
+        True
+    """
+    return "float32" if keras.config.dtype_policy().compute_dtype in HALF else None
+
+
+def at_least_float32(values: Any) -> Any:
+    """`values` in float32 if they are 16-bit floats, else unchanged.
+
+    Example:
+        >>> import numpy as np
+        >>> keras.backend.standardize_dtype(at_least_float32(np.ones(2, "float16")).dtype)
+        'float32'
+    """
+    if str(keras.backend.standardize_dtype(values.dtype)) in HALF:
+        return keras.ops.cast(values, "float32")
+    return values
+
+
 def pool_states(states: Any, mask: Any, pooling: str) -> Any:
     """One vector per text from its per-token states, ignoring masked (padding) positions.
 
@@ -36,8 +63,8 @@ def pool_states(states: Any, mask: Any, pooling: str) -> Any:
             Keras' `GlobalAveragePooling1D`).
 
     Returns:
-        `(batch, features)`, float32 (also under mixed precision) but for `first`; a text
-        with no token pools to zeros.
+        `(batch, features)`, at least float32 (also under mixed precision) but for `first`;
+        a text with no token pools to zeros.
 
     Example:
         >>> import numpy as np
@@ -51,7 +78,7 @@ def pool_states(states: Any, mask: Any, pooling: str) -> Any:
     ops = keras.ops
     if pooling == "first":
         return states[:, 0]
-    states = ops.cast(states, "float32")  # sums and divisions in float32 under mixed precision
+    states = at_least_float32(states)  # sums and divisions in float32 under mixed precision
     if mask is None:
         mask = ops.ones(ops.shape(states)[:2], dtype="bool")
     present = ops.expand_dims(ops.cast(mask, states.dtype), -1)
@@ -109,7 +136,7 @@ class Float32SoftmaxAttention(layers.MultiHeadAttention):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.float32_softmax = layers.Softmax(axis=-1, dtype="float32")
+        self.float32_softmax = layers.Softmax(axis=-1, dtype=wide_dtype())
 
     def _masked_softmax(self, attention_scores: Any, attention_mask: Any = None) -> Any:
         """Keras' masked softmax over the key axis, in float32."""
@@ -307,7 +334,7 @@ class TextEncoder(layers.Layer):
             )
             self.recurrent.append(layers.Bidirectional(cell) if bidirectional else cell)
         # in float32 under mixed precision: the sum over time and the division by its length
-        self.mean = layers.GlobalAveragePooling1D(dtype="float32") if pooling == "mean" else None
+        self.mean = layers.GlobalAveragePooling1D(dtype=wide_dtype()) if pooling == "mean" else None
         self.embedding_dropout = (  # an RNN drops its own inputs (cuDNN runs it)
             layers.Dropout(dropout, noise_shape=(None, 1, embedding_dim))
             if dropout and rnn not in ("lstm", "gru")

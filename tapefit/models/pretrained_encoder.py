@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
+from tapefit.models.layers import at_least_float32
 
 Pooling = Literal["mean", "cls", "max"]
 POOLINGS = ("mean", "cls", "max")
@@ -174,7 +175,7 @@ class PretrainedTextEncoder(keras.layers.Layer):
         features = self.features(texts)
         output = self.backbone(features, training=training)
         sequence = output["sequence_output"] if isinstance(output, dict) else output
-        sequence = tf.cast(sequence, "float32")  # pooled in float32 under mixed precision
+        sequence = at_least_float32(sequence)  # pooled in float32 under mixed precision
         mask = tf.cast(features["padding_mask"], sequence.dtype)[:, :, None]
         if self.pooling == "cls":
             pooled = sequence[:, 0]

@@ -64,9 +64,9 @@ def xla_verdict(
         >>> import keras
         >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
         >>> model.compile(loss="mse")
-        >>> verdict = xla_verdict(model, None, [])
-        >>> verdict.here_why, verdict.on_gpu
-        ('auto: Keras turns XLA off without a GPU', True)
+        >>> verdict = xla_verdict(model, False, [])
+        >>> verdict.here, verdict.on_gpu, verdict.on_gpu_why
+        (False, False, 'trainer.jit_compile=false')
     """
     unable = [layer.name for layer in flatten_layers(model) if not layer.supports_jit]
     blocked_on_gpu = {r.path.rsplit("/", 1)[-1] for r in recurrent if r.blocks_xla_on_gpu}
