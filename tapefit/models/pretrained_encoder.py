@@ -21,7 +21,7 @@ import keras
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
-from tapefit.models.layers import at_least_float32
+from tapefit.models.precision import at_least_float32
 
 Pooling = Literal["mean", "cls", "max"]
 POOLINGS = ("mean", "cls", "max")
