@@ -277,17 +277,25 @@ def test_a_backbone_run_takes_the_trainers_options(project, extra, tmp_path, mon
         assert (export / "saved_model" / "saved_model.pb").is_file() or any(export.rglob("*.pb"))
 
 
-def test_a_timm_folder_loads_with_its_weights_and_preprocessing(tmp_path):
-    pytest.importorskip("safetensors")
+def loaded_exactly(folder, source, kind: str):
+    """The folder's parts through `load_image_backbone`, checked: a backbone of `kind`
+    holding every weight of `source`, and a converter to 32 by 32 pixels."""
     from tapefit.models.image_backbone import load_image_backbone
-    from tests.models.image_checkpoints import write_timm_resnet18
 
-    source = write_timm_resnet18(tmp_path / "timm", input_size=32)
-    parts = load_image_backbone(str(tmp_path / "timm"))
-    assert type(parts.backbone).__name__ == "ResNetBackbone"
+    parts = load_image_backbone(str(folder))
+    assert type(parts.backbone).__name__ == kind
     for got, want in zip(parts.backbone.weights, source.weights, strict=True):
         np.testing.assert_array_equal(np.array(got), np.array(want), err_msg=want.path)
     assert tuple(parts.converter.image_size) == (32, 32)
+    return parts
+
+
+def test_a_timm_folder_loads_with_its_weights_and_preprocessing(tmp_path):
+    pytest.importorskip("safetensors")
+    from tests.models.image_checkpoints import write_timm_resnet18
+
+    source = write_timm_resnet18(tmp_path / "timm", input_size=32)
+    parts = loaded_exactly(tmp_path / "timm", source, "ResNetBackbone")
     np.testing.assert_allclose(parts.converter.scale, [1 / 255 / s for s in (0.229, 0.224, 0.225)])
     model = BackboneClassifier(
         (40, 30, 1), 4, backbone_layer=parts.backbone, converter=parts.converter
@@ -300,15 +308,10 @@ def test_a_hugging_face_vit_folder_loads_with_its_weights_and_preprocessing(tmp_
     place, and its processor's normalisation (mean and deviation 0.5: pixels to [-1, 1]),
     which KerasHub's ViT converter does not read, inside the model."""
     pytest.importorskip("safetensors")
-    from tapefit.models.image_backbone import load_image_backbone
     from tests.models.image_checkpoints import write_hf_vit
 
     source = write_hf_vit(tmp_path / "vit", image_size=32)
-    parts = load_image_backbone(str(tmp_path / "vit"))
-    assert type(parts.backbone).__name__ == "ViTBackbone"
-    for got, want in zip(parts.backbone.weights, source.weights, strict=True):
-        np.testing.assert_array_equal(np.array(got), np.array(want), err_msg=want.path)
-    assert tuple(parts.converter.image_size) == (32, 32)
+    parts = loaded_exactly(tmp_path / "vit", source, "ViTBackbone")
     pixels = np.stack([np.zeros((32, 32, 3)), np.full((32, 32, 3), 255.0)]).astype("float32")
     np.testing.assert_allclose(np.array(parts.converter(pixels))[:, 0, 0], [[-1] * 3, [1] * 3])
     model = BackboneClassifier(
