@@ -44,6 +44,7 @@ def report_for(overrides: Sequence[str], config_dir: str | None = None) -> Any:
     from hydra.errors import CompactHydraException
 
     from tapefit.config.override_errors import misspelt_override_line
+    from tapefit.data.unlabelled import require_labels
     from tapefit.errors import TapefitError
     from tapefit.readiness import readiness_of
     from tapefit.runner import preparation
@@ -66,6 +67,9 @@ def report_for(overrides: Sequence[str], config_dir: str | None = None) -> Any:
     spec = RunSpec.of(cfg)
     strategy = preparation.prepare(cfg.seed, spec.trainer)
     data = preparation.build_data(cfg)
+    require_labels(
+        data, ("train", "val", "test"), "a run trains and tests on labelled images"
+    )  # as a run would
     model = preparation.build_checked_model(cfg, data, strategy, spec).model
     return readiness_of(model, data.train, strategy, spec.trainer.jit_compile)
 

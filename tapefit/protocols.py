@@ -26,6 +26,10 @@ Data (what the loader `data._target_` names returns):
   out.
 - `rebuilt(batch_size)`: the same data in pipelines of another batch size (sweeps).
 - `diagnose(error)`: a one-line account of a failure inside the pipeline (a corrupt file).
+- `unlabelled`: `{split: why}` for splits of inputs alone (new images to predict on), which
+  training and `tapefit.evaluate` refuse with `why` (`tapefit.data.unlabelled`).
+- `input_columns(split)`: `{name: values}` naming each row's input (an image's file), the
+  first columns of `python -m tapefit.predict`'s file.
 - For `SiameseModel`'s whole-split metrics and report: `splits` (the held-out pairs in memory
   by split name, named tuples with `texts_a`, `texts_b` and `labels`, as
   `tapefit.data.pairs.PairSplit`), `inputs(split)` (a split's text batches, in order),
@@ -81,7 +85,11 @@ class DataHooks(Protocol):
 
     def rebuilt(self, batch_size: int) -> DataHooks: ...
 
+    unlabelled: Mapping[str, str]
+
     def diagnose(self, error: Exception) -> Exception | None: ...
+
+    def input_columns(self, split: str) -> Mapping[str, list[Any]]: ...
 
 
 class CallbackHooks(Protocol):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +27,12 @@ DECODERS = min(8, os.cpu_count() or 1)  # images decoded in parallel
 
 @dataclass
 class FileSplit:
-    """One split's image files and their class indices."""
+    """One split's image files and their class indices (None: an unlabelled split, images to
+    predict on)."""
 
     paths: np.ndarray
-    labels: np.ndarray
+    labels: np.ndarray | None
+    names: np.ndarray | None = None  # how the input names each image (a table's cells)
 
 
 def class_folder(
@@ -77,6 +79,33 @@ def class_folder(
     return FileSplit(np.array(paths), np.array(labels, dtype="int64")), classes
 
 
+def unlabelled_folder(root: str, key: str) -> FileSplit:
+    """The images directly inside `root` (no class subfolders), unlabelled: new images for
+    `python -m tapefit.predict`, which a run refuses to train or test on."""
+    folder = Path(root).expanduser()
+    files = sorted(
+        str(p) for p in folder.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file()
+    )
+    if not files:
+        raise TapefitError(
+            f"data.{key}={root} holds no images ({', '.join(IMAGE_EXTENSIONS)}) and no class "
+            "subfolders: point it at a folder of images"
+        )
+    return FileSplit(np.array(files), None)
+
+
+def labels_or_unlabelled(root: str, key: str, classes: Sequence[str]) -> FileSplit:
+    """A held-out folder: one subfolder per training class, or (test only) images with no
+    class subfolders at all, unlabelled."""
+    folder = Path(root).expanduser()
+    has_subfolders = folder.is_dir() and any(
+        p.is_dir() and not p.name.startswith(".") for p in folder.iterdir()
+    )
+    if key == "test_path" and folder.is_dir() and not has_subfolders:
+        return unlabelled_folder(root, key)
+    return class_folder(root, key, classes)[0]
+
+
 def check_image_files_options(options: Mapping[str, Any]) -> None:
     """The checks of `image_folder`'s and `image_table`'s shared options (given with their
     defaults): the image size, the held-out fraction without a validation path, the batch.
@@ -114,10 +143,18 @@ def split_off(files: FileSplit, fraction: float, seed: int) -> tuple[FileSplit, 
             f"{files.paths[0]} is the only training image: a validation split needs more; add "
             "images or give data.validation_path"
         )
-    rest_p, part_p, rest_l, part_l = train_test_split(
-        files.paths, files.labels, test_size=fraction, stratify=stratify, random_state=seed
+    rest, part = train_test_split(
+        np.arange(len(files.labels)), test_size=fraction, stratify=stratify, random_state=seed
     )
-    return FileSplit(rest_p, rest_l), FileSplit(part_p, part_l)
+    rest_files, part_files = (
+        FileSplit(
+            files.paths[rows],
+            files.labels[rows],
+            None if files.names is None else np.asarray(files.names)[rows],
+        )
+        for rows in (rest, part)
+    )
+    return rest_files, part_files
 
 
 # A tagged source (image tables): `file:<path>` is read from disk, `data:<bytes>` holds the
@@ -156,14 +193,18 @@ def folder_pipeline(
     shuffles the file list (seeded, each epoch) before decoding, so memory holds names, not
     images; `cache` keeps the decoded images in memory after the first epoch (for data that
     fit)."""
-    dataset = tf.data.Dataset.from_tensor_slices((files.paths, files.labels))
+    unlabelled = files.labels is None  # batches of images alone
+    dataset = tf.data.Dataset.from_tensor_slices(
+        files.paths if unlabelled else (files.paths, files.labels)
+    )
+
+    def read(path: tf.Tensor, *label: tf.Tensor) -> Any:
+        image = decode(path, size, channels, tagged)
+        return (image, *label) if label else image
+
     if shuffle and not cache:
         dataset = dataset.shuffle(len(files.paths), seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(
-        lambda path, label: (decode(path, size, channels, tagged), label),
-        num_parallel_calls=DECODERS,
-        deterministic=True,
-    )
+    dataset = dataset.map(read, num_parallel_calls=DECODERS, deterministic=True)
     if cache:
         dataset = dataset.cache()
         if shuffle:
@@ -215,11 +256,20 @@ class FolderImageData(ImageData):
     size: tuple[int, int] = (64, 64)
     channels: int = 3
     tagged: bool = False  # `splits` hold tagged sources (an image table), not file names
+    # Splits without labels (images to predict on), each with why: `tapefit.data.unlabelled`.
+    unlabelled: dict[str, str] = field(default_factory=dict)
+    # Each split's images as the input names them (a table's cell, a folder's file), under
+    # `name_column`: the first column of `python -m tapefit.predict`'s file.
+    row_names: dict[str, list[str]] = field(default_factory=dict)
+    name_column: str = "file"
 
     def rebuilt(self, batch_size: int) -> FolderImageData:
         """New pipelines over the same files: a first epoch's shuffle again, another batch."""
         return folder_data(
-            {name: FileSplit(*arrays) for name, arrays in self.splits.items()},
+            {
+                name: FileSplit(*arrays, names=self.row_names.get(name))
+                for name, arrays in self.splits.items()
+            },
             self.class_names or [],
             batch_size=batch_size,
             seed=self.seed,
@@ -227,7 +277,20 @@ class FolderImageData(ImageData):
             channels=self.channels,
             cache=self.cache,
             tagged=self.tagged,
+            unlabelled=self.unlabelled,
+            name_column=self.name_column,
         )
+
+    def input_columns(self, split: str) -> dict[str, list[str]]:
+        """The columns that name a split's images in a prediction file, in the split's order:
+        `{name_column: [...]}` (a folder's file paths, a table's own cells)."""
+        names = self.row_names.get(split)
+        if names is None:
+            names = [
+                source_name(path, i, split, self.tagged)
+                for i, path in enumerate(self.splits[split][0])
+            ]
+        return {self.name_column: list(names)}
 
     def diagnose(self, error: Exception) -> TapefitError | None:
         """After the pipeline failed: the one-line error naming the file that does not decode,
@@ -255,9 +318,12 @@ def folder_data(
     channels: int,
     cache: bool = False,
     tagged: bool = False,
+    unlabelled: Mapping[str, str] | None = None,
+    name_column: str = "file",
 ) -> FolderImageData:
     """Pipelines over `splits` (train, val, optional test) of one set of classes (`tagged`:
-    their `paths` are tagged sources)."""
+    their `paths` are tagged sources; `unlabelled` and `name_column`: as `FolderImageData`
+    keeps them)."""
     size = (int(size[0]), int(size[1]))
     pipelines = {
         name: None
@@ -278,7 +344,7 @@ def folder_data(
         **pipelines,
         image_shape=(*size, channels),
         num_classes=len(class_names),
-        sizes={name: len(files.labels) for name, files in splits.items()},
+        sizes={name: len(files.paths) for name, files in splits.items()},
         splits={name: ImageSplit(files.paths, files.labels) for name, files in splits.items()},
         seed=seed,
         cache=cache,
@@ -286,4 +352,11 @@ def folder_data(
         size=size,
         channels=channels,
         tagged=tagged,
+        unlabelled=dict(unlabelled or {}),
+        row_names={
+            name: [str(n) for n in files.names]
+            for name, files in splits.items()
+            if files.names is not None
+        },
+        name_column=name_column,
     )

@@ -10,6 +10,7 @@ images held in the table as bytes are kept in memory as the table gives them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ from tapefit.data.images import check_fraction
 from tapefit.data.loader_checks import checked_by, with_defaults
 from tapefit.data.pair_files import FileFormat, Quoting, resolve_format
 from tapefit.data.pair_paths import checked_file, is_saved_dataset
-from tapefit.data.pair_records import file_records
+from tapefit.data.pair_records import column_names, file_records
 from tapefit.errors import TapefitError
 from tapefit.files import read_json
 
@@ -44,7 +45,7 @@ class ImageTableSpec:
 
     format: FileFormat = FileFormat.auto
     image_column: str = "image"
-    label_column: str = "label"
+    label_column: str | None = "label"  # None: a table without labels (images to predict on)
     header: bool = True
     delimiter: str | None = None
     quoting: Any = Quoting.minimal
@@ -53,13 +54,14 @@ class ImageTableSpec:
 
     @property
     def columns(self) -> list[str]:
-        """The image column, then the label column."""
-        return [self.image_column, self.label_column]
+        """The image column, then the label column (if the table has labels)."""
+        return [self.image_column, *([self.label_column] if self.label_column else [])]
 
     @property
     def column_keys(self) -> dict[str, str]:
         """Each column with the config key that names it."""
-        return {self.image_column: "data.image_column", self.label_column: "data.label_column"}
+        keys = {self.image_column: "data.image_column"}
+        return {**keys, **({self.label_column: "data.label_column"} if self.label_column else {})}
 
 
 @dataclass
@@ -68,9 +70,10 @@ class TableRows:
     metadata declares (a Hugging Face `ClassLabel`), if any."""
 
     sources: np.ndarray
-    labels: list[int | str]
+    labels: list[int | str] | None  # None: the table has no labels
     declared_names: list[str] | None
     lines: list[int]  # each row's line in the file (CSV/TSV, JSON lines) or its position
+    names: list[str]  # each row's image as the table names it: its path, else its row
 
 
 def image_source(value: Any, folder: Path) -> bytes:
@@ -135,16 +138,17 @@ def read_image_table(path: str | Path, spec: ImageTableSpec, key: str = "train_p
     path = checked_file(path, "image table", key)
     kind = resolve_format(path, spec)
     folder = path if is_saved_dataset(path) else path.parent
-    sources, labels, lines = [], [], []
+    sources, labels, lines, names = [], [], [], []
     try:
         for first, _, record in file_records(path, kind, spec):
             try:
                 if isinstance(record, Exception):
                     raise record
-                image, label = record
+                image, *label = record
                 sources.append(image_source(image, folder))
-                labels.append(class_label(label))
+                labels += [class_label(value) for value in label]
                 lines.append(first)
+                names.append(row_name(image, first))
             except ValueError as error:
                 raise TapefitError(f"{path}:{first}: {error}; fix or remove the row") from None
     except UnicodeDecodeError as error:
@@ -153,8 +157,21 @@ def read_image_table(path: str | Path, spec: ImageTableSpec, key: str = "train_p
         ) from None
     if not sources:
         raise TapefitError(f"image table {path} holds no rows: it is empty")
-    names = declared_names(path, kind, spec)
-    return TableRows(np.array(sources, dtype=object), labels, names, lines)
+    declared = declared_names(path, kind, spec) if spec.label_column else None
+    labelled = labels if spec.label_column else None
+    return TableRows(np.array(sources, dtype=object), labelled, declared, lines, names)
+
+
+def row_name(value: Any, row: int) -> str:
+    """How a prediction file names a row's image: the path the table gives, else the row.
+
+    Examples:
+        >>> row_name("photos/1.png", 2), row_name({"bytes": b"...", "path": None}, 3)
+        ('photos/1.png', 'row 3')
+    """
+    if isinstance(value, dict):
+        value = value.get("path")
+    return value if isinstance(value, str) and value.strip() else f"row {row}"
 
 
 def declared_names(path: Path, kind: str, spec: ImageTableSpec) -> list[str] | None:
@@ -175,7 +192,10 @@ def declared_names(path: Path, kind: str, spec: ImageTableSpec) -> list[str] | N
 
 
 def labelled_split(rows: TableRows, classes: list[str] | None, path: Any) -> FileSplit:
-    """`rows` with class indices: names looked up in `classes`, indices checked against it."""
+    """`rows` with class indices: names looked up in `classes`, indices checked against it
+    (a table without labels stays unlabelled)."""
+    if rows.labels is None:
+        return FileSplit(rows.sources, None, np.array(rows.names))
     indices = []
     for line, label in zip(rows.lines, rows.labels, strict=True):
         if isinstance(label, str):
@@ -192,7 +212,7 @@ def labelled_split(rows: TableRows, classes: list[str] | None, path: Any) -> Fil
                 f"training classes: fix the label"
             )
         indices.append(label)
-    return FileSplit(rows.sources, np.array(indices, dtype="int64"))
+    return FileSplit(rows.sources, np.array(indices, dtype="int64"), np.array(rows.names))
 
 
 def training_classes(rows: TableRows, path: Any) -> list[str]:
@@ -210,6 +230,20 @@ def training_classes(rows: TableRows, path: Any) -> list[str]:
             f"class indices (line {rows.lines[0]}: {rows.labels[0]!r}): use one or the other"
         )
     return names or [str(index) for index in range(max(indices) + 1)]
+
+
+def test_table_spec(path: str, spec: ImageTableSpec) -> tuple[ImageTableSpec, dict[str, str]]:
+    """How to read the test table: as `spec`, or, when it has no label column at all, as a
+    table of images without labels (for `python -m tapefit.predict`), with why."""
+    table = checked_file(path, "image table", "test_path")
+    names = column_names(table, resolve_format(table, spec), spec)
+    if names is None or spec.label_column in names or spec.image_column not in names:
+        return spec, {}
+    why = (
+        f"data.test_path={path} has no column {spec.label_column!r}; it has {names} (set "
+        "data.label_column to the labels' column)"
+    )
+    return dataclasses.replace(spec, label_column=None), {"test": why}
 
 
 def _check_image_table(given: dict[str, Any]) -> None:
@@ -236,7 +270,9 @@ def image_table(
     Args:
         train_path: The training table.
         validation_path: The validation table; None holds out `val_fraction` of training.
-        test_path: The test table; None: no test split (no `test_*` metrics).
+        test_path: The test table; None: no test split (no `test_*` metrics). A table with
+            no label column is unlabelled: new images for `python -m tapefit.predict`, which
+            training and `tapefit.evaluate` refuse.
         image_column: The column holding each image's file (relative to the table's folder)
             or its encoded bytes (a Hugging Face `Image` column).
         label_column: The column holding each image's class name or class index.
@@ -286,8 +322,10 @@ def image_table(
         val_rows = read_image_table(validation_path, spec, "validation_path")
         val = labelled_split(val_rows, classes, validation_path)
     splits = {"train": train, "val": val}
+    unlabelled = {}
     if test_path is not None:
-        test_rows = read_image_table(test_path, spec, "test_path")
+        test_spec, unlabelled = test_table_spec(test_path, spec)
+        test_rows = read_image_table(test_path, test_spec, "test_path")
         splits["test"] = labelled_split(test_rows, classes, test_path)
     return folder_data(
         splits,
@@ -298,4 +336,6 @@ def image_table(
         channels=CHANNELS[color_mode],
         cache=cache,
         tagged=True,
+        unlabelled=unlabelled,
+        name_column=spec.image_column,
     )

@@ -19,6 +19,7 @@ from tapefit.data.image_folders import (
     check_image_files_options,
     class_folder,
     folder_data,
+    labels_or_unlabelled,
 )
 from tapefit.data.image_folders import split_off as split_off_files
 from tapefit.data.images import (
@@ -168,6 +169,8 @@ def image_folder(
         train_path: A folder with one subfolder of images per class (`cat/`, `dog/`, ...).
         validation_path: The same for validation; None holds out `val_fraction` of training.
         test_path: The same for the test split; None: no test split (no `test_*` metrics).
+            A folder of images with no class subfolders is unlabelled: new images for
+            `python -m tapefit.predict`, which training and `tapefit.evaluate` refuse.
         image_size: `[height, width]` every image is resized to.
         color_mode: Channels images are decoded to: grayscale, rgb or rgba.
         batch_size: Images per batch.
@@ -203,8 +206,14 @@ def image_folder(
     else:
         val, _ = class_folder(validation_path, "validation_path", classes)
     splits = {"train": train, "val": val}
+    unlabelled = {}
     if test_path is not None:
-        splits["test"], _ = class_folder(test_path, "test_path", classes)
+        splits["test"] = labels_or_unlabelled(test_path, "test_path", classes)
+        if splits["test"].labels is None:
+            unlabelled["test"] = (
+                f"data.test_path={test_path} has no class subfolders (put each class's images "
+                "in a subfolder named after the class)"
+            )
     return folder_data(
         splits,
         classes,
@@ -213,6 +222,7 @@ def image_folder(
         size=list(image_size),
         channels=CHANNELS[color_mode],
         cache=cache,
+        unlabelled=unlabelled,
     )
 
 

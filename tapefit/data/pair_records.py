@@ -56,6 +56,40 @@ def file_records(path: Path, kind: str, spec: PairFileSpec) -> Iterator[Record]:
     return _delimited_records(path, kind, spec)
 
 
+def column_names(path: Path, kind: str, spec: PairFileSpec) -> list[str] | None:
+    """The column names of a table with a header: its first row (CSV/TSV), its first record's
+    keys (JSON), its schema (Parquet, a dataset); None when there is none to read (an empty
+    file, a first record that is not an object: the readers then say what is wrong)."""
+    if kind == "parquet":
+        parquet = _imported("pyarrow.parquet", path, "Parquet needs pyarrow")
+        return list(
+            _opened(lambda: parquet.ParquetFile(path), path, "Parquet file").schema_arrow.names
+        )
+    if kind == "hf_dataset":
+        datasets = _imported("datasets", path, "a Hugging Face dataset needs the datasets package")
+        dataset = _opened(lambda: datasets.load_from_disk(str(path)), path, "Hugging Face dataset")
+        return list(dataset.column_names)
+    with path.open(newline="", encoding=_text_encoding(spec)) as file:
+        if kind in ("csv", "tsv"):
+            delimiter = spec.delimiter or ("," if kind == "csv" else "\t")
+            return next(csv.reader(file, delimiter=delimiter), None)
+        text = file.read() if kind == "json" else ""
+    if text.lstrip().startswith("["):
+        try:
+            records = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+    else:
+        with path.open(encoding=_text_encoding(spec)) as file:
+            line = next((line for line in file if line.strip()), None)
+        try:
+            records = [json.loads(line)] if line is not None else []
+        except json.JSONDecodeError:
+            return None
+    first = records[0] if records else None
+    return list(first) if isinstance(first, dict) else None
+
+
 def _column_index(name: str, header: list[str] | None, path: Path, spec: PairFileSpec) -> int:
     key = spec.column_keys.get(name, "data.text1_column")
     if header is None:

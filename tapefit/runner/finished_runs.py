@@ -21,6 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from tapefit.checkpointing.top_k import FOLDER, kept_checkpoints, resolve_checkpoint
 from tapefit.config.targets import ensure_working_directory_importable, locate
+from tapefit.data.unlabelled import require_labels
 from tapefit.errors import TapefitError
 from tapefit.files import read_json
 from tapefit.protocols import hook
@@ -238,6 +239,7 @@ def evaluate_run(
     _, data, model = load_run(run_dir, overrides, ckpt)
     if data.test is None:
         raise TapefitError("the data has no test split: give one, e.g. data.test_path=<file>")
+    require_labels(data, ("test",), "tapefit.evaluate scores labelled images")
     out = evaluation_folder(Path(run_dir), overrides, name)
     out.mkdir(parents=True, exist_ok=True)
     test = model.evaluate(data.test, verbose=0, return_dict=True)

@@ -1,9 +1,10 @@
 """A finished run's predictions as CSV, for `python -m tapefit.predict`.
 
-One row per example of a split of the run's data (or of the data the overrides give), the
-columns the model's `prediction_columns(x, y_pred)` names, the input's own names kept for a
-pair file's text columns; for a Siamese run trained to regress its labels (`cosine_mse`),
-`scale=label` adds the similarity mapped back onto the labels' scale.
+One row per example of a split of the run's data (or of the data the overrides give): the
+columns the data's `input_columns(split)` give (an image's file or table cell, named as the
+input names it), then those the model's `prediction_columns(x, y_pred)` names, the input's own
+names kept for a pair file's text columns; for a Siamese run trained to regress its labels
+(`cosine_mse`), `scale=label` adds the similarity mapped back onto the labels' scale.
 """
 
 from __future__ import annotations
@@ -114,12 +115,34 @@ def predict_run(
             batch_columns[LABEL_SCALE_COLUMN] = to_labels(np.asarray(y_pred).reshape(-1))
         for name, values in batch_columns.items():
             columns.setdefault(name, []).extend(np.asarray(values).tolist())
+    columns = {**named_inputs(data, split, columns), **columns}
     renamed = input_column_names(cfg.data)
     names = list(columns)
     rows = zip(*(columns[name] for name in names), strict=True)
     names = [renamed.get(name, name) for name in names]
     atomic_write(output, lambda file: _write_csv(file, names, rows))
     return output
+
+
+def named_inputs(data: Any, split: str, columns: dict[str, list]) -> dict[str, list]:
+    """The columns naming each row's input, first in the file: the data's own
+    `input_columns(split)` (an image table's image column, an image folder's files), if any.
+
+    Raises:
+        TapefitError: the data name another number of rows than the predictions have.
+    """
+    own = hook(data, "input_columns")
+    if own is None:
+        return {}
+    inputs = {name: list(values) for name, values in own(split).items()}
+    rows = len(next(iter(columns.values()), []))
+    for name, values in inputs.items():
+        if len(values) != rows:
+            raise TapefitError(
+                f"the data's input_columns({split!r}) gives {len(values)} values of {name!r} "
+                f"for {rows} predicted rows: give one per row, in the split's order"
+            )
+    return {name: values for name, values in inputs.items() if name not in columns}
 
 
 def input_column_names(data_node: Any) -> dict[str, str]:

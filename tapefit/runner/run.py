@@ -24,6 +24,7 @@ from tapefit.callbacks.stop_on_signal import RunInterrupted, StopOnSignal, inter
 from tapefit.checkpointing.callback_state import apply as apply_callback_states
 from tapefit.checkpointing.connector import CheckpointConnector, Resumption
 from tapefit.checkpointing.history_files import history_lists
+from tapefit.data.unlabelled import require_labels
 from tapefit.errors import TapefitError
 from tapefit.readiness import log_readiness
 from tapefit.runner import preparation
@@ -123,6 +124,7 @@ class Run:
     def _data(self) -> Any:
         """The run's data, loaded (and, across workers, sharded by the run's strategy)."""
         data = limited(self.spec.debug, self.load_data(self.cfg))  # debug: fewer batches
+        require_labels(data, ("train", "val", "test"), "a run trains and tests on labelled images")
         if self.spec.trainer.strategy == "multi_worker":
             data = preparation.sharded(data, self.spec.trainer.shard_policy, self.strategy)
         return data

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tapefit import TapefitError
+from tapefit.data.loaders import image_folder
 from tapefit.runner.model_from_config import build_model_from_config
 from tapefit.runner.train import build_data, run
 
@@ -142,6 +143,17 @@ def test_a_run_keeps_the_class_names_with_the_model_and_in_the_run_directory(
         ("unknown_val_class", r"/val/horse: class 'horse' is not one of the training classes"),
         ("no_subfolders", r"/flat has no class subfolders: put each class's images in a"),
         ("not_a_folder", r"data.train_path=.*/missing is not a directory"),
+        (
+            "unlabelled_test",
+            r"data.test_path=.*/loose has no class subfolders \(put each class's "
+            r"images in a subfolder named after the class\): a run trains and tests on labelled "
+            r"images; python -m tapefit.predict takes images without labels$",
+        ),
+        (
+            "empty_test",
+            r"data.test_path=.*/loose holds no images \(.png, .jpg.*\) and no class "
+            r"subfolders: point it at a folder of images$",
+        ),
         ("bad_size", r"data.image_size=\[12\] must be \[height, width\]"),
     ],
 )
@@ -160,6 +172,11 @@ def test_a_bad_folder_is_a_one_line_error_naming_it(tmp_path, compose, damage, m
         extra.append(f"data.train_path={root / 'flat'}")
     elif damage == "not_a_folder":
         extra.append(f"data.train_path={root / 'missing'}")
+    elif damage in ("unlabelled_test", "empty_test"):
+        (root / "loose").mkdir()
+        if damage == "unlabelled_test":
+            (root / "train" / "square" / "0.png").rename(root / "loose" / "0.png")
+        extra.append(f"data.test_path={root / 'loose'}")
     elif damage == "bad_size":
         extra.append("data.image_size=[12]")
     cfg = compose([*overrides(root), *extra, "trainer.epochs=1", "trainer.verbose=0"])
@@ -168,6 +185,20 @@ def test_a_bad_folder_is_a_one_line_error_naming_it(tmp_path, compose, damage, m
     assert "\n" not in str(raised.value)
     assert json.loads((tmp_path / "run" / "status.json").read_text())["state"] == "failed"
     assert not (tmp_path / "run" / "model.keras").exists()
+
+
+def test_a_test_folder_of_images_without_class_subfolders_is_images_to_predict(folders):
+    root, pixels = folders
+    loose = sorted(path for path in pixels if "/test/" in path)
+    data = image_folder(str(root / "train"), test_path=str(root / "test" / "circle"),
+                        image_size=SIZE, val_fraction=0.25)  # fmt: skip
+    assert (
+        list(data.unlabelled) == ["test"] and "has no class subfolders" in data.unlabelled["test"]
+    )
+    names = data.input_columns("test")["file"]
+    assert names == sorted(path for path in loose if "/circle/" in path)
+    images = np.concatenate(list(data.test.as_numpy_iterator()))  # batches of images alone
+    np.testing.assert_array_equal(images, np.stack([pixels[n] for n in names]) / np.float32(255))
 
 
 def test_an_unreadable_image_fails_the_run_naming_the_file(tmp_path, compose):

@@ -107,6 +107,41 @@ def test_class_indices_without_names_are_their_own_names(tmp_path):
     assert data.class_names == ["0", "1", "2"] and data.num_classes == 3
 
 
+@pytest.mark.parametrize("kind", ["csv", "tsv", "jsonl", "json", "parquet", "save_to_disk"])
+def test_a_test_table_without_labels_is_images_to_predict_named_by_its_cells(tmp_path, kind):
+    rows = photos(tmp_path / "photos", 2)
+    with (tmp_path / "train.csv").open("w", newline="") as file:
+        csv.writer(file).writerows([("image", "label"), *((p, k) for p, k, _ in rows)])
+    new = relative = [path for path, _, _ in rows[::-2]]  # as the table writes them
+    path = tmp_path / f"new.{kind}"
+    if kind in ("csv", "tsv"):
+        separator = "," if kind == "csv" else "\t"
+        path.write_text(f"image{separator}note\n" + "".join(f"{p}{separator}x\n" for p in new))
+    elif kind == "jsonl":
+        path.write_text("\n".join(json.dumps({"image": p}) for p in new))
+    elif kind == "json":
+        path.write_text(json.dumps([{"image": p} for p in new]))
+    else:
+        new = [str(tmp_path / p) for p in relative]  # a dataset's paths are absolute
+        dataset = datasets.Dataset.from_dict({"image": new})
+        path = tmp_path / ("new.parquet" if kind == "parquet" else "new")
+        dataset.to_parquet(str(path)) if kind == "parquet" else dataset.save_to_disk(str(path))
+    data = image_table(str(tmp_path / "train.csv"), test_path=str(path), image_size=(12, 16))
+    assert list(data.unlabelled) == ["test"] and data.sizes["test"] == len(new)
+    assert "has no column 'label'; it has ['image'" in data.unlabelled["test"]
+    images = np.concatenate(list(data.test.as_numpy_iterator()))  # batches of images alone
+    by_path = {p: pixels for p, _, pixels in rows}
+    want = np.stack([by_path[p] for p in relative]) / np.float32(255)
+    np.testing.assert_array_equal(images, want)
+    assert data.input_columns("test") == {"image": new}
+    assert data.rebuilt(3).input_columns("test") == {"image": new}
+    val_names = data.input_columns("val")["image"]  # held out by the seed, names kept with rows
+    val_images, val_labels = pixels_of(data, "val")
+    for name, image, label in zip(val_names, val_images, val_labels, strict=True):
+        np.testing.assert_array_equal(image, by_path[name] / np.float32(255))
+        assert data.class_names[label] == dict((p, k) for p, k, _ in rows)[name]
+
+
 @pytest.mark.parametrize(
     ("table", "options", "message"),
     [
@@ -165,6 +200,8 @@ def test_a_users_tables_train_predict_with_class_names_and_refuse_a_bad_row_from
         "image,label\n" + "".join(f"{p},{k}\n" for p, k, _ in rows[::2])
     )
     (tmp_path / "bad.csv").write_text("image,label\nphotos/none.png,circle\n")
+    (tmp_path / "new.csv").write_text("image\n" + "".join(f"{p}\n" for p, _, _ in rows[1::3]))
+    unlabelled = "data.test_path=new.csv"
     common = [
         "data=image_table",
         "data.train_path=train.parquet",
@@ -172,11 +209,14 @@ def test_a_users_tables_train_predict_with_class_names_and_refuse_a_bad_row_from
         "model.architecture=mlp",
         "trainer.epochs=1",
     ]
-    trained, predicted, refused = run_cli_batch(
+    trained, predicted, refused, *unlabelled_runs = run_cli_batch(
         [
             [*common, "data.test_path=test.csv", "hydra.run.dir=runs/photos"],
             ("tapefit.predict", ["run=runs/photos", "output=predictions.csv"]),
             [*common, "data.test_path=bad.csv", "hydra.run.dir=runs/bad"],
+            ("tapefit.predict", ["run=runs/photos", "output=new.out.csv", unlabelled]),
+            ("tapefit.evaluate", ["run=runs/photos", unlabelled]),
+            [*common, unlabelled, "hydra.run.dir=runs/unlabelled"],
         ],
         cwd=tmp_path,
     )
@@ -186,6 +226,26 @@ def test_a_users_tables_train_predict_with_class_names_and_refuse_a_bad_row_from
     with (tmp_path / "predictions.csv").open() as file:
         predictions = list(csv.DictReader(file))
     assert len(predictions) == 9 and {p["label"] for p in predictions} <= set(CLASSES)
+    assert [p["image"] for p in predictions] == [path for path, _, _ in rows[::2]]
+    assert list(predictions[0]) == ["image", "label", *(f"prob_{k}" for k in CLASSES)]
+    # a table of new images without labels: predicted, named by the table's own cells;
+    # evaluated or trained on, refused in one line before anything runs
+    new_predicted, evaluated, trained_on_unlabelled = unlabelled_runs
+    assert new_predicted.returncode == 0, new_predicted.stderr[-2000:]
+    with (tmp_path / "new.out.csv").open() as file:
+        new_predictions = list(csv.DictReader(file))
+    assert [p["image"] for p in new_predictions] == [path for path, _, _ in rows[1::3]]
+    assert {p["label"] for p in new_predictions} <= set(CLASSES)
+    refusal = "new.csv has no column 'label'; it has ['image'] (set data.label_column"
+    for result, needs in [
+        (evaluated, "tapefit.evaluate scores labelled images"),
+        (trained_on_unlabelled, "a run trains and tests on labelled images"),
+    ]:
+        assert result.returncode == 2, result.stderr[-2000:]
+        last = result.stderr.strip().splitlines()[-1]
+        assert refusal in last and needs in last and "tapefit.predict takes images" in last, last
+    assert not (tmp_path / "runs/unlabelled").exists()
+    assert not (tmp_path / "runs/photos/eval").exists()
     assert refused.returncode == 2
     last = refused.stderr.strip().splitlines()[-1]
     assert last.startswith("tapefit: error: ") and "bad.csv:2: image file" in last, last
