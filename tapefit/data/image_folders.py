@@ -17,6 +17,7 @@ from sklearn.model_selection import train_test_split
 
 from tapefit.data.images import ImageData, ImageSplit, check_fraction
 from tapefit.data.loader_checks import at_least_or_null
+from tapefit.data.mapped_images import MMAP_TAG, MappedImages
 from tapefit.data.pipeline import PREFETCH_BATCHES, pipeline_options
 from tapefit.errors import TapefitError
 
@@ -158,21 +159,38 @@ def split_off(files: FileSplit, fraction: float, seed: int) -> tuple[FileSplit, 
 
 
 # A tagged source (image tables): `file:<path>` is read from disk, `data:<bytes>` holds the
-# encoded image itself (a Hugging Face Image column's bytes).
+# encoded image itself (a Hugging Face Image column's bytes), `mmap:<table>:<row>` names a row
+# of a memory-mapped dataset folder (`tapefit.data.mapped_images`). Every tag is 5 bytes.
 FILE_TAG, BYTES_TAG = b"file:", b"data:"
 
 
-def read_source(source: tf.Tensor) -> tf.Tensor:
-    """The encoded image a tagged source names: the file's bytes, or the bytes it holds."""
+def read_source(source: tf.Tensor, mapped: MappedImages | None = None) -> tf.Tensor:
+    """The encoded image a tagged source names: the file's bytes, the bytes it holds, or
+    (with `mapped`) the dataset row's."""
+    tag = tf.strings.substr(source, 0, len(FILE_TAG))
     body = tf.strings.substr(source, len(FILE_TAG), -1)
-    is_file = tf.equal(tf.strings.substr(source, 0, len(FILE_TAG)), FILE_TAG)
-    return tf.cond(is_file, lambda: tf.io.read_file(body), lambda: body)
+    if mapped is None:
+        return tf.cond(tf.equal(tag, FILE_TAG), lambda: tf.io.read_file(body), lambda: body)
+    return tf.case(
+        [
+            (tf.equal(tag, FILE_TAG), lambda: tf.io.read_file(body)),
+            (tf.equal(tag, MMAP_TAG), lambda: mapped.read(body)),
+        ],
+        default=lambda: body,
+        exclusive=True,
+    )
 
 
-def decode(path: tf.Tensor, size: Sequence[int], channels: int, tagged: bool = False) -> tf.Tensor:
-    """One image file (or, `tagged`, a tagged source) as float32 in [0, 1], `size`
-    (height, width) and `channels` channels."""
-    encoded = read_source(path) if tagged else tf.io.read_file(path)
+def decode(
+    path: tf.Tensor,
+    size: Sequence[int],
+    channels: int,
+    tagged: bool = False,
+    mapped: MappedImages | None = None,
+) -> tf.Tensor:
+    """One image file (or, `tagged`, a tagged source, `mapped` reading dataset rows) as
+    float32 in [0, 1], `size` (height, width) and `channels` channels."""
+    encoded = read_source(path, mapped) if tagged else tf.io.read_file(path)
     image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
     image = tf.image.resize(image, size)  # bilinear; float32
     return tf.ensure_shape(image / 255.0, (*size, channels))
@@ -188,18 +206,19 @@ def folder_pipeline(
     channels: int,
     cache: bool = False,
     tagged: bool = False,
+    mapped: MappedImages | None = None,
 ) -> tf.data.Dataset:
-    """File names (`tagged`: tagged sources) -> decoded, resized, batched images. Training
-    shuffles the file list (seeded, each epoch) before decoding, so memory holds names, not
-    images; `cache` keeps the decoded images in memory after the first epoch (for data that
-    fit)."""
+    """File names (`tagged`: tagged sources, `mapped` reading dataset rows) -> decoded,
+    resized, batched images. Training shuffles the file list (seeded, each epoch) before
+    decoding, so memory holds names, not images; `cache` keeps the decoded images in memory
+    after the first epoch (for data that fit)."""
     unlabelled = files.labels is None  # batches of images alone
     dataset = tf.data.Dataset.from_tensor_slices(
         files.paths if unlabelled else (files.paths, files.labels)
     )
 
     def read(path: tf.Tensor, *label: tf.Tensor) -> Any:
-        image = decode(path, size, channels, tagged)
+        image = decode(path, size, channels, tagged, mapped)
         return (image, *label) if label else image
 
     if shuffle and not cache:
@@ -213,13 +232,13 @@ def folder_pipeline(
 
 
 def first_unreadable(
-    paths: Sequence[Any], channels: int, tagged: bool = False
+    paths: Sequence[Any], channels: int, tagged: bool = False, mapped: MappedImages | None = None
 ) -> tuple[int, str] | None:
     """The position of the first file (`tagged`: source) that does not decode as an image,
     and why; None if all do."""
     for index, path in enumerate(paths):
         try:
-            encoded = read_source(path) if tagged else tf.io.read_file(path)
+            encoded = read_source(path, mapped) if tagged else tf.io.read_file(path)
             tf.io.decode_image(encoded, channels=channels, expand_animations=False)
         except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError) as error:
             return index, decoder_reason(error.message)
@@ -262,6 +281,7 @@ class FolderImageData(ImageData):
     # `name_column`: the first column of `python -m tapefit.predict`'s file.
     row_names: dict[str, list[str]] = field(default_factory=dict)
     name_column: str = "file"
+    mapped: MappedImages | None = None  # reads the rows of dataset folders a table points into
 
     def rebuilt(self, batch_size: int) -> FolderImageData:
         """New pipelines over the same files: a first epoch's shuffle again, another batch."""
@@ -279,6 +299,7 @@ class FolderImageData(ImageData):
             tagged=self.tagged,
             unlabelled=self.unlabelled,
             name_column=self.name_column,
+            mapped=self.mapped,
         )
 
     def input_columns(self, split: str) -> dict[str, list[str]]:
@@ -298,7 +319,7 @@ class FolderImageData(ImageData):
         if not isinstance(error, tf.errors.InvalidArgumentError | tf.errors.NotFoundError):
             return None
         for split, (paths, _) in self.splits.items():
-            found = first_unreadable(paths, self.channels, self.tagged)
+            found = first_unreadable(paths, self.channels, self.tagged, self.mapped)
             if found is not None:
                 index, reason = found
                 where = source_name(paths[index], index, split, self.tagged)
@@ -320,10 +341,11 @@ def folder_data(
     tagged: bool = False,
     unlabelled: Mapping[str, str] | None = None,
     name_column: str = "file",
+    mapped: MappedImages | None = None,
 ) -> FolderImageData:
     """Pipelines over `splits` (train, val, optional test) of one set of classes (`tagged`:
-    their `paths` are tagged sources; `unlabelled` and `name_column`: as `FolderImageData`
-    keeps them)."""
+    their `paths` are tagged sources; `unlabelled`, `name_column` and `mapped`: as
+    `FolderImageData` keeps them)."""
     size = (int(size[0]), int(size[1]))
     pipelines = {
         name: None
@@ -337,6 +359,7 @@ def folder_data(
             channels=channels,
             cache=cache,
             tagged=tagged,
+            mapped=mapped,
         )
         for name, files in {**{"test": None}, **splits}.items()
     }
@@ -359,4 +382,5 @@ def folder_data(
             if files.names is not None
         },
         name_column=name_column,
+        mapped=mapped,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,11 +33,14 @@ from tapefit.data.image_folders import (
 )
 from tapefit.data.images import check_fraction
 from tapefit.data.loader_checks import checked_by, with_defaults
+from tapefit.data.mapped_images import MappedImages
 from tapefit.data.pair_files import FileFormat, Quoting, resolve_format
 from tapefit.data.pair_paths import checked_file, is_saved_dataset
 from tapefit.data.pair_records import column_names, file_records
 from tapefit.errors import TapefitError
 from tapefit.files import read_json
+
+log = logging.getLogger("tapefit")
 
 
 @dataclass
@@ -126,9 +130,17 @@ def class_label(value: Any) -> int | str:
     raise ValueError(f"the label {value!r} is neither a class name nor a class index (0, 1, ...)")
 
 
-def read_image_table(path: str | Path, spec: ImageTableSpec, key: str = "train_path") -> TableRows:
+def read_image_table(
+    path: str | Path,
+    spec: ImageTableSpec,
+    key: str = "train_path",
+    mapped: MappedImages | None = None,
+) -> TableRows:
     """Every row of one table, each bad row a one-line error naming the file and the row
-    (`file:line`, the line a CSV/TSV or JSON-lines row is on, else the row's position).
+    (`file:line`, the line a CSV/TSV or JSON-lines row is on, else the row's position). With
+    `mapped`, an image a dataset folder holds as bytes stays in its memory-mapped file (the
+    row's source names it); other tables' image bytes are held in memory, and the log says
+    how many megabytes.
 
     Raises:
         TapefitError: the table is missing or unreadable, a column is missing (naming the
@@ -138,6 +150,7 @@ def read_image_table(path: str | Path, spec: ImageTableSpec, key: str = "train_p
     path = checked_file(path, "image table", key)
     kind = resolve_format(path, spec)
     folder = path if is_saved_dataset(path) else path.parent
+    table = mapped.add(path, spec.image_column) if mapped and kind == "hf_dataset" else None
     sources, labels, lines, names = [], [], [], []
     try:
         for first, _, record in file_records(path, kind, spec):
@@ -145,7 +158,10 @@ def read_image_table(path: str | Path, spec: ImageTableSpec, key: str = "train_p
                 if isinstance(record, Exception):
                     raise record
                 image, *label = record
-                sources.append(image_source(image, folder))
+                source = image_source(image, folder)
+                if table is not None and source.startswith(BYTES_TAG):
+                    source = mapped.source(table, first - 1)  # the row's position, from 0
+                sources.append(source)
                 labels += [class_label(value) for value in label]
                 lines.append(first)
                 names.append(row_name(image, first))
@@ -157,6 +173,14 @@ def read_image_table(path: str | Path, spec: ImageTableSpec, key: str = "train_p
         ) from None
     if not sources:
         raise TapefitError(f"image table {path} holds no rows: it is empty")
+    held = sum(len(source) for source in sources if source.startswith(BYTES_TAG))
+    if held:
+        log.info(
+            "image table %s: %.1f MB of encoded images held in memory (a Hugging Face dataset "
+            "folder, save_to_disk, is read memory-mapped instead)",
+            path,
+            held / 1e6,
+        )
     declared = declared_names(path, kind, spec) if spec.label_column else None
     labelled = labels if spec.label_column else None
     return TableRows(np.array(sources, dtype=object), labelled, declared, lines, names)
@@ -313,19 +337,20 @@ def image_table(
     spec = ImageTableSpec(
         format=FileFormat(format), image_column=str(image_column), label_column=str(label_column)
     )
-    train_rows = read_image_table(train_path, spec, "train_path")
+    mapped = MappedImages()  # the dataset folders' image bytes stay in their files
+    train_rows = read_image_table(train_path, spec, "train_path", mapped)
     classes = training_classes(train_rows, train_path)
     train = labelled_split(train_rows, classes, train_path)
     if validation_path is None:
         train, val = split_off(train, check_fraction("val_fraction", val_fraction), seed)
     else:
-        val_rows = read_image_table(validation_path, spec, "validation_path")
+        val_rows = read_image_table(validation_path, spec, "validation_path", mapped)
         val = labelled_split(val_rows, classes, validation_path)
     splits = {"train": train, "val": val}
     unlabelled = {}
     if test_path is not None:
         test_spec, unlabelled = test_table_spec(test_path, spec)
-        test_rows = read_image_table(test_path, test_spec, "test_path")
+        test_rows = read_image_table(test_path, test_spec, "test_path", mapped)
         splits["test"] = labelled_split(test_rows, classes, test_path)
     return folder_data(
         splits,
@@ -338,4 +363,5 @@ def image_table(
         tagged=True,
         unlabelled=unlabelled,
         name_column=spec.image_column,
+        mapped=mapped if mapped.tables else None,
     )

@@ -229,3 +229,21 @@ def test_recurrent_dropout_measurement_runs_the_presets_variants(tmp_path, capsy
         assert -1 <= row["val_spearman"] <= 1 and -1 <= row["test_spearman"] <= 1
         assert row["s_per_epoch"] > 0 and len(row["runs"]) == 1
     assert "siamese | input dropout 0.1 | " in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_image_table_benchmark_measures_files_parquet_and_a_mapped_dataset(
+    tmp_path, capsys, monkeypatch
+):
+    pytest.importorskip("datasets")
+    benchmark = load("image_table_benchmark")
+    monkeypatch.setattr(benchmark, "subprocess", processes)  # forked from the warm interpreter
+    medians = benchmark.main(
+        ["--images", "30", "--size", "16", "--repeats", "1", "--json", str(tmp_path / "t.json")]
+    )
+    assert set(medians) == set(benchmark.VARIANTS)
+    for figures in medians.values():
+        assert figures["images_per_s"] > 0 and figures["peak_rss_mb"] > figures["loading_rss_mb"]
+    assert json.loads((tmp_path / "t.json").read_text())["medians"] == medians
+    printed = capsys.readouterr().out
+    assert "| dataset folder (memory-mapped) |" in printed and "vs files" in printed

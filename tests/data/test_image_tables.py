@@ -172,7 +172,8 @@ def test_a_bad_table_is_a_one_line_error_naming_it(tmp_path, table, options, mes
     assert "\n" not in str(raised.value)
 
 
-def test_an_undecodable_image_in_a_table_is_named_by_its_row(tmp_path):
+@pytest.mark.parametrize("saved_as", ["parquet", "save_to_disk"])
+def test_an_undecodable_image_in_a_table_is_named_by_its_row(tmp_path, saved_as):
     rows = photos(tmp_path / "photos", 1)
     dataset = hf_dataset(rows, CLASSES).cast_column("image", datasets.Image(decode=False))
     images = list(dataset["image"])
@@ -180,14 +181,41 @@ def test_an_undecodable_image_in_a_table_is_named_by_its_row(tmp_path):
     broken = datasets.Dataset.from_dict(
         {"image": images, "label": dataset["label"]}, features=dataset.features
     )
-    broken.to_parquet(str(tmp_path / "train.parquet"))
-    table = str(tmp_path / "train.parquet")
+    table = str(tmp_path / ("train.parquet" if saved_as == "parquet" else "train"))
+    broken.to_parquet(table) if saved_as == "parquet" else broken.save_to_disk(table)
     data = image_table(table, validation_path=table, image_size=(12, 16))
     with pytest.raises(tf.errors.InvalidArgumentError) as failed:
         list(data.val)
     error = data.diagnose(failed.value)
     assert str(error).startswith("row 2 of the train table: not a readable image (Unknown image")
     assert str(error).endswith(" required.): replace or remove it")  # no op or graph names
+
+
+def test_a_dataset_folders_images_stay_in_its_memory_mapped_files(tmp_path, caplog):
+    rows = photos(tmp_path / "photos", 3)
+    dataset = hf_dataset(rows, CLASSES)
+    dataset.save_to_disk(str(tmp_path / "train"))
+    dataset.to_parquet(str(tmp_path / "train.parquet"))
+    with caplog.at_level("INFO", logger="tapefit"):
+        data = image_table(str(tmp_path / "train"), test_path=str(tmp_path / "train"),
+                           image_size=(12, 16), val_fraction=0.25)  # fmt: skip
+    sources = [bytes(s) for paths, _ in data.splits.values() for s in paths]
+    assert all(source.startswith(b"mmap:") and len(source) < 16 for source in sources)
+    assert "held in memory" not in caplog.text
+    images, labels = pixels_of(data, "test")  # each row read out of the map, in order
+    np.testing.assert_array_equal(images, np.stack([p for _, _, p in rows]) / np.float32(255))
+    assert [data.class_names[i] for i in labels] == [k for _, k, _ in rows]
+    for epoch in range(2):  # shuffled each epoch, every row once with its class
+        images, labels = pixels_of(data.rebuilt(batch_size=4), "train")
+        by_class = {k: {p.tobytes() for _, kk, p in rows if kk == k} for k in CLASSES}
+        assert len(images) == data.sizes["train"]
+        for image, label in zip(images, labels, strict=True):
+            pixels = np.round(image * 255).astype("uint8").tobytes()
+            assert pixels in by_class[data.class_names[label]], epoch
+    with caplog.at_level("INFO", logger="tapefit"):
+        held = image_table(str(tmp_path / "train.parquet"), image_size=(12, 16))
+    assert all(bytes(s).startswith(b"data:") for s in held.splits["train"][0])
+    assert "train.parquet: 0.0 MB of encoded images held in memory" in caplog.text
 
 
 @pytest.mark.slow
