@@ -6,6 +6,10 @@ set_command_defaults()  # the tests run TensorFlow as `python -m tapefit` does
 ensure_tensorflow_backend()  # before TensorFlow is imported
 
 # isort: split
+import atexit  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
 import textwrap  # noqa: E402
 
 import keras  # noqa: E402
@@ -13,6 +17,12 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tests.helpers import built_once_per_session  # noqa: E402
+
+# tapefit's cache (Arrow copies of Parquet image tables) in a folder of this test process's own,
+# which its forked runs inherit, not the user's ~/.cache.
+if "TAPEFIT_CACHE_DIR" not in os.environ:
+    os.environ["TAPEFIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tapefit-cache-")
+    atexit.register(shutil.rmtree, os.environ["TAPEFIT_CACHE_DIR"], ignore_errors=True)
 
 # Two logical CPUs let MirroredStrategy run two replicas on this GPU-less machine. It must be
 # set before TensorFlow initialises its devices, so it happens at import time.

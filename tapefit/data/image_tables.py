@@ -36,11 +36,12 @@ from tapefit.data.loader_checks import checked_by, with_defaults
 from tapefit.data.mapped_images import MappedImages
 from tapefit.data.pair_files import FileFormat, Quoting, resolve_format
 from tapefit.data.pair_paths import checked_file, is_saved_dataset
-from tapefit.data.pair_records import column_names, file_records
+from tapefit.data.pair_records import column_names, file_records, release_arrow_memory
 from tapefit.errors import TapefitError
 from tapefit.files import read_json
 
 log = logging.getLogger("tapefit")
+MAPPABLE = ("hf_dataset", "parquet")  # tables whose image bytes are read memory-mapped
 
 
 @dataclass
@@ -138,9 +139,9 @@ def read_image_table(
 ) -> TableRows:
     """Every row of one table, each bad row a one-line error naming the file and the row
     (`file:line`, the line a CSV/TSV or JSON-lines row is on, else the row's position). With
-    `mapped`, an image a dataset folder holds as bytes stays in its memory-mapped file (the
-    row's source names it); other tables' image bytes are held in memory, and the log says
-    how many megabytes.
+    `mapped`, an image a dataset folder or a Parquet file holds as bytes is read memory-mapped
+    (`tapefit.data.mapped_images`; the row's source names it); a JSON table's image bytes are
+    held in memory, and the log says how many megabytes.
 
     Raises:
         TapefitError: the table is missing or unreadable, a column is missing (naming the
@@ -150,7 +151,7 @@ def read_image_table(
     path = checked_file(path, "image table", key)
     kind = resolve_format(path, spec)
     folder = path if is_saved_dataset(path) else path.parent
-    table = mapped.add(path, spec.image_column) if mapped and kind == "hf_dataset" else None
+    table = None  # the mapped table this table's image bytes are read from, once added
     sources, labels, lines, names = [], [], [], []
     try:
         for first, _, record in file_records(path, kind, spec):
@@ -159,7 +160,9 @@ def read_image_table(
                     raise record
                 image, *label = record
                 source = image_source(image, folder)
-                if table is not None and source.startswith(BYTES_TAG):
+                if mapped and kind in MAPPABLE and source.startswith(BYTES_TAG):
+                    if table is None:
+                        table = mapped.add(path, spec.image_column, kind)
                     source = mapped.source(table, first - 1)  # the row's position, from 0
                 sources.append(source)
                 labels += [class_label(value) for value in label]
@@ -173,11 +176,13 @@ def read_image_table(
         ) from None
     if not sources:
         raise TapefitError(f"image table {path} holds no rows: it is empty")
+    if kind in MAPPABLE:
+        release_arrow_memory()  # what the allocator kept of the rows read
     held = sum(len(source) for source in sources if source.startswith(BYTES_TAG))
     if held:
         log.info(
-            "image table %s: %.1f MB of encoded images held in memory (a Hugging Face dataset "
-            "folder, save_to_disk, is read memory-mapped instead)",
+            "image table %s: %.1f MB of encoded images held in memory (a Parquet file or a "
+            "Hugging Face dataset folder, save_to_disk, is read memory-mapped instead)",
             path,
             held / 1e6,
         )

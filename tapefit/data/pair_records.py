@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from tapefit.errors import TapefitError
 
 Record = tuple[int, int, Any]
+ARROW_BATCH = 1024  # rows of a Parquet file or a dataset read at a time (images: a few MB each)
 QUOTING = {
     "minimal": csv.QUOTE_MINIMAL,
     "none": csv.QUOTE_NONE,
@@ -238,9 +239,13 @@ def _json_records(path: Path, spec: PairFileSpec) -> Iterator[Record]:
 def _parquet_records(path: Path, spec: PairFileSpec) -> Iterator[Record]:
     """A Parquet file, a row group at a time, the needed columns only."""
     parquet = _imported("pyarrow.parquet", path, "Parquet needs pyarrow")
-    table = _opened(lambda: parquet.ParquetFile(path), path, "Parquet file")
+    table = _opened(
+        lambda: parquet.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False),  # streamed
+        path,
+        "Parquet file",
+    )
     _check_columns(path, table.schema_arrow.names, spec)
-    batches = table.iter_batches(columns=list(dict.fromkeys(spec.columns)))
+    batches = table.iter_batches(batch_size=ARROW_BATCH, columns=list(dict.fromkeys(spec.columns)))
     yield from _arrow_records(batches, spec)
 
 
@@ -250,16 +255,29 @@ def _saved_dataset_records(path: Path, spec: PairFileSpec) -> Iterator[Record]:
     dataset = _opened(lambda: datasets.load_from_disk(str(path)), path, "Hugging Face dataset")
     _check_columns(path, dataset.column_names, spec)
     columns = dataset.select_columns(list(dict.fromkeys(spec.columns))).with_format("arrow")
-    yield from _arrow_records(columns.iter(batch_size=1024), spec)
+    yield from _arrow_records(columns.iter(batch_size=ARROW_BATCH), spec)
 
 
 def _arrow_records(batches: Iterator[Any], spec: PairFileSpec) -> Iterator[Record]:
-    """The records of Arrow batches (or tables), numbered from 1."""
+    """The records of Arrow batches (or tables), numbered from 1, `ARROW_BATCH` rows in memory
+    at a time."""
     number = 0
     for batch in batches:
-        for record in batch.to_pylist():
+        records = batch.to_pylist()
+        del batch
+        release_arrow_memory()
+        for record in records:
             number += 1
             yield number, number, _selected(record, spec)
+
+
+def release_arrow_memory() -> None:
+    """Hand the memory pyarrow's allocator keeps after a read back to the system (mimalloc
+    and jemalloc keep freed pages for reuse: without this, reading a file of images leaves
+    its size resident)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _imported(module: str, path: Path, needs: str) -> Any:

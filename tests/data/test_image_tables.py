@@ -5,6 +5,9 @@ table and row at fault; trained, predicted and served from a user's folder throu
 
 import csv
 import json
+import os
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -191,17 +194,30 @@ def test_an_undecodable_image_in_a_table_is_named_by_its_row(tmp_path, saved_as)
     assert str(error).endswith(" required.): replace or remove it")  # no op or graph names
 
 
-def test_a_dataset_folders_images_stay_in_its_memory_mapped_files(tmp_path, caplog):
+@pytest.mark.parametrize("saved_as", ["save_to_disk", "parquet"])
+def test_a_tables_image_bytes_are_read_memory_mapped_not_held(tmp_path, caplog, saved_as):
     rows = photos(tmp_path / "photos", 3)
     dataset = hf_dataset(rows, CLASSES)
-    dataset.save_to_disk(str(tmp_path / "train"))
-    dataset.to_parquet(str(tmp_path / "train.parquet"))
+    table = str(tmp_path / ("train.parquet" if saved_as == "parquet" else "train"))
+    dataset.to_parquet(table) if saved_as == "parquet" else dataset.save_to_disk(table)
     with caplog.at_level("INFO", logger="tapefit"):
-        data = image_table(str(tmp_path / "train"), test_path=str(tmp_path / "train"),
-                           image_size=(12, 16), val_fraction=0.25)  # fmt: skip
+        data = image_table(table, test_path=table, image_size=(12, 16), val_fraction=0.25)
     sources = [bytes(s) for paths, _ in data.splits.values() for s in paths]
     assert all(source.startswith(b"mmap:") and len(source) < 16 for source in sources)
     assert "held in memory" not in caplog.text
+    copied = re.findall(r"its images copied once into (\S+) ", caplog.text)
+    assert len(copied) == (saved_as == "parquet")  # Parquet: its image column, copied once
+    if copied:
+        cache = Path(os.environ["TAPEFIT_CACHE_DIR"]) / "image_tables"
+        assert Path(copied[0]).parent == cache and Path(copied[0]).is_file()
+        caplog.clear()
+        with caplog.at_level("INFO", logger="tapefit"):
+            image_table(table, image_size=(12, 16))  # the same file: the same copy
+        assert "copied once" not in caplog.text
+        hf_dataset(rows[:6], CLASSES).to_parquet(table)  # another file by the same name
+        with caplog.at_level("INFO", logger="tapefit"):
+            assert image_table(table, image_size=(12, 16)).sizes == {"train": 5, "val": 1}
+        assert re.findall(r"copied once into (\S+) ", caplog.text) not in ([], copied)
     images, labels = pixels_of(data, "test")  # each row read out of the map, in order
     np.testing.assert_array_equal(images, np.stack([p for _, _, p in rows]) / np.float32(255))
     assert [data.class_names[i] for i in labels] == [k for _, k, _ in rows]
@@ -212,10 +228,6 @@ def test_a_dataset_folders_images_stay_in_its_memory_mapped_files(tmp_path, capl
         for image, label in zip(images, labels, strict=True):
             pixels = np.round(image * 255).astype("uint8").tobytes()
             assert pixels in by_class[data.class_names[label]], epoch
-    with caplog.at_level("INFO", logger="tapefit"):
-        held = image_table(str(tmp_path / "train.parquet"), image_size=(12, 16))
-    assert all(bytes(s).startswith(b"data:") for s in held.splits["train"][0])
-    assert "train.parquet: 0.0 MB of encoded images held in memory" in caplog.text
 
 
 @pytest.mark.slow
