@@ -269,8 +269,8 @@ def test_table_spec(path: str, spec: ImageTableSpec) -> tuple[ImageTableSpec, di
     if names is None or spec.label_column in names or spec.image_column not in names:
         return spec, {}
     why = (
-        f"data.test_path={path} has no column {spec.label_column!r}; it has {names} (set "
-        "data.label_column to the labels' column)"
+        f"data.test_path={path} has no column {spec.label_column!r}, so its images have no "
+        f"labels (its columns: {names}; labels in another column: set data.label_column)"
     )
     return dataclasses.replace(spec, label_column=None), {"test": why}
 

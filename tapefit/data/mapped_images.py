@@ -52,6 +52,7 @@ def arrow_copy(parquet_file: str | Path, column: str) -> Path:
     key = f"{source}\0{stat.st_size}\0{stat.st_mtime_ns}\0{column}".encode()
     target = cache_folder() / "image_tables" / f"{hashlib.sha256(key).hexdigest()[:24]}.arrow"
     if target.is_file():
+        log.info("image table %s: its images read memory-mapped from %s", source, target)
         return target
     # a buffered stream, not whole column chunks: a row group of photos is hundreds of MB
     table = parquet.ParquetFile(source, buffer_size=1 << 20, pre_buffer=False)

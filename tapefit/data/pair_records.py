@@ -104,9 +104,25 @@ def _column_index(name: str, header: list[str] | None, path: Path, spec: PairFil
     if str(name).isdigit() and int(name) < len(header):
         return int(name)
     raise TapefitError(
-        f"{path}: no column {name!r} in the header; it has {header}: "
+        f"{path}: no column {name!r} in the header; it has {header}{closest(name, header, spec)}: "
         + column_fix(key, getattr(spec, "pair_hints", True))
     )
+
+
+def closest(name: str, names: list[str], spec: PairFileSpec | None = None) -> str:
+    """`" (did you mean 'NAME'?)"` for the one of `names` closest to a misspelt `name`, if any
+    (not one of the other columns `spec` reads).
+
+    Examples:
+        >>> closest("filenme", ["filename", "label"]), closest("image", ["file", "kind"])
+        (" (did you mean 'filename'?)", '')
+    """
+    import difflib
+
+    taken = set(spec.columns) if spec is not None else set()
+    candidates = [str(n) for n in names if n not in taken]
+    found = difflib.get_close_matches(str(name), candidates, n=1, cutoff=0.75)
+    return f" (did you mean {found[0]!r}?)" if found else ""
 
 
 def column_fix(key: str, pair_hints: bool = True) -> str:
@@ -303,7 +319,9 @@ def _check_columns(path: Path, names: list[str], spec: PairFileSpec) -> None:
         if column not in names:
             key = spec.column_keys[column]
             fix = column_fix(key, getattr(spec, "pair_hints", True))
-            raise TapefitError(f"{path}: no column {column!r}; it has {names}: {fix}")
+            raise TapefitError(
+                f"{path}: no column {column!r}; it has {names}{closest(column, names, spec)}: {fix}"
+            )
 
 
 def _selected(record: Any, spec: PairFileSpec) -> Any:
@@ -314,5 +332,7 @@ def _selected(record: Any, spec: PairFileSpec) -> Any:
     if missing:
         key = spec.column_keys[missing[0]]
         fix = column_fix(key, getattr(spec, "pair_hints", True))
-        return ValueError(f"no key {missing[0]!r} in the record; it has {sorted(record)} ({fix})")
+        keys = sorted(record)
+        hint = closest(missing[0], keys, spec)
+        return ValueError(f"no key {missing[0]!r} in the record; it has {keys}{hint} ({fix})")
     return tuple(record[key] for key in spec.columns)

@@ -10,6 +10,7 @@ from typing import Any
 
 import keras
 
+from tapefit.errors import TapefitError
 from tapefit.runner.preparation import build_data, build_model, prepare, sharded
 from tapefit.runner.run import Run
 
@@ -47,7 +48,9 @@ def run(
         `train_time_s`, `wall_time_s` and the split `samples`.
 
     Raises:
-        TapefitError: for bad input, in one line (`status.json` says `failed`).
+        TapefitError: for bad input, in one line (`status.json` says `failed`); a config
+            that asks for a search (`tune.algorithm` not `none`), which one run would ignore,
+            before anything is written (run the search with `python -m tapefit tune=...`).
 
     Examples:
         >>> import tapefit
@@ -55,6 +58,7 @@ def run(
         >>> tapefit.run(cfg, "outputs/doc-example")["epochs_run"]  # doctest: +SKIP
         1
     """
+    refuse_search(cfg)
     return Run(
         cfg,
         run_dir,
@@ -63,3 +67,23 @@ def run(
         warm_start=warm_start,
         hparams_session=hparams_session,
     ).execute()
+
+
+def refuse_search(cfg: Any) -> None:
+    """Refuse a config that asks for a search: `run` trains one run, which would ignore it.
+
+    Examples:
+        >>> from omegaconf import OmegaConf
+        >>> refuse_search(OmegaConf.create({"tune": {"algorithm": "none"}}))
+        >>> refuse_search(OmegaConf.create({"tune": {"algorithm": "random"}}))
+        Traceback (most recent call last):
+        ...
+        tapefit.errors.TapefitError: tune.algorithm=random asks for a search, which ...
+    """
+    algorithm = (cfg.get("tune") or {}).get("algorithm", "none")
+    algorithm = getattr(algorithm, "value", algorithm)  # a TuneAlgorithm in a typed config
+    if algorithm != "none":
+        raise TapefitError(
+            f"tune.algorithm={algorithm} asks for a search, which tapefit.run (one run) would "
+            f"ignore: run it with python -m tapefit tune={algorithm}, or compose with tune=none"
+        )

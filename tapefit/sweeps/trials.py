@@ -21,7 +21,7 @@ from tapefit.callbacks.stop_on_signal import RunInterrupted
 from tapefit.config.snapshot import config_snapshot
 from tapefit.errors import TapefitError
 from tapefit.files import read_json, write_json
-from tapefit.runner.train import run
+from tapefit.runner.run import Run
 from tapefit.sweeps.data_cache import DataCache
 from tapefit.sweeps.records import (
     current_rss_mb,
@@ -160,14 +160,14 @@ class TrialRuns:
             if previous.get("state") == "completed" and not recorded:  # killed before the record
                 metrics = json.loads((run_dir / METRICS_FILE).read_text())
             else:
-                metrics = run(
+                metrics = Run(  # one run of the search's config: not `run`, which refuses it
                     run_cfg,
                     run_dir,
                     extra,
                     load_data=self.load_data,
                     warm_start=warm_start,
                     hparams_session=False,  # the trial is the session (write_session)
-                )
+                ).execute()
         except RunInterrupted:
             raise
         except Exception as error:  # a failed trial is recorded; the search goes on

@@ -131,7 +131,10 @@ def test_a_test_table_without_labels_is_images_to_predict_named_by_its_cells(tmp
         dataset.to_parquet(str(path)) if kind == "parquet" else dataset.save_to_disk(str(path))
     data = image_table(str(tmp_path / "train.csv"), test_path=str(path), image_size=(12, 16))
     assert list(data.unlabelled) == ["test"] and data.sizes["test"] == len(new)
-    assert "has no column 'label'; it has ['image'" in data.unlabelled["test"]
+    assert (
+        "has no column 'label', so its images have no labels (its columns: ['image'"
+        in (data.unlabelled["test"])
+    )
     images = np.concatenate(list(data.test.as_numpy_iterator()))  # batches of images alone
     by_path = {p: pixels for p, _, pixels in rows}
     want = np.stack([by_path[p] for p in relative]) / np.float32(255)
@@ -150,6 +153,9 @@ def test_a_test_table_without_labels_is_images_to_predict_named_by_its_cells(tmp
     [
         ("file,kind\nphotos/circle_0.png,circle\n", {}, r"train.csv: no column 'image' in the "
          r"header; it has \['file', 'kind'\]: set data.image_column to one of them$"),
+        ("images,label\nphotos/circle_0.png,circle\n", {}, r"train.csv: no column 'image' in "
+         r"the header; it has \['images', 'label'\] \(did you mean 'images'\?\): set "
+         r"data.image_column to one of them$"),
         ("image,label\nphotos/gone.png,circle\n", {}, r"train.csv:2: image file .*photos/gone.png "
          r"does not exist \(a relative path is the table's folder's\); fix or remove the row$"),
         ("image,label\nphotos/circle_0.png,\n", {}, r"train.csv:2: the label '' is neither a "
@@ -213,7 +219,9 @@ def test_a_tables_image_bytes_are_read_memory_mapped_not_held(tmp_path, caplog, 
         caplog.clear()
         with caplog.at_level("INFO", logger="tapefit"):
             image_table(table, image_size=(12, 16))  # the same file: the same copy
-        assert "copied once" not in caplog.text
+        assert "copied once" not in caplog.text and f"read memory-mapped from {copied[0]}" in (
+            caplog.text
+        )
         hf_dataset(rows[:6], CLASSES).to_parquet(table)  # another file by the same name
         with caplog.at_level("INFO", logger="tapefit"):
             assert image_table(table, image_size=(12, 16)).sizes == {"train": 5, "val": 1}
@@ -276,7 +284,10 @@ def test_a_users_tables_train_predict_with_class_names_and_refuse_a_bad_row_from
         new_predictions = list(csv.DictReader(file))
     assert [p["image"] for p in new_predictions] == [path for path, _, _ in rows[1::3]]
     assert {p["label"] for p in new_predictions} <= set(CLASSES)
-    refusal = "new.csv has no column 'label'; it has ['image'] (set data.label_column"
+    refusal = (
+        "new.csv has no column 'label', so its images have no labels (its columns: ['image']; "
+        "labels in another column: set data.label_column)"
+    )
     for result, needs in [
         (evaluated, "tapefit.evaluate scores labelled images"),
         (trained_on_unlabelled, "a run trains and tests on labelled images"),

@@ -61,6 +61,19 @@ def test_unknown_optimizer_is_a_clear_error(compose, tmp_path):
         run(cfg, tmp_path)
 
 
+@pytest.mark.parametrize("algorithm", ["random", "optuna", "lr_find"])
+def test_run_refuses_a_config_that_asks_for_a_search_it_would_ignore(compose, tmp_path, algorithm):
+    from tapefit import TapefitError
+
+    with pytest.raises(TapefitError) as refused:
+        run(compose([f"tune={algorithm}"]), tmp_path / "run")
+    assert str(refused.value) == (
+        f"tune.algorithm={algorithm} asks for a search, which tapefit.run (one run) would ignore: "
+        f"run it with python -m tapefit tune={algorithm}, or compose with tune=none"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_public_api_example_from_the_readme(tmp_path):
     import tapefit
 
