@@ -5,7 +5,9 @@ The tables people have: a `train.csv` of `filename,label` beside the photos, a P
 a `save_to_disk` folder of a Hugging Face image dataset (an `Image` column stores
 `{"bytes": ..., "path": ...}` per row, a `ClassLabel` column class indices whose names the
 dataset's metadata keeps). Files are read and decoded in the pipeline, as for image folders;
-images held in the table as bytes are kept in memory as the table gives them.
+images a dataset folder or a Parquet file holds as bytes are read there one at a time,
+memory-mapped (`tapefit.data.mapped_images`), not held in memory. A test table without the
+label column holds new images to predict on (`tapefit.data.unlabelled`).
 """
 
 from __future__ import annotations
@@ -140,7 +142,7 @@ def read_image_table(
     """Every row of one table, each bad row a one-line error naming the file and the row
     (`file:line`, the line a CSV/TSV or JSON-lines row is on, else the row's position). With
     `mapped`, an image a dataset folder or a Parquet file holds as bytes is read memory-mapped
-    (`tapefit.data.mapped_images`; the row's source names it); a JSON table's image bytes are
+    (`tapefit.data.mapped_images`; the row's source names it); without, the image bytes are
     held in memory, and the log says how many megabytes.
 
     Raises:
