@@ -31,11 +31,15 @@ def misspelt_override_line(error: BaseException) -> str | None:
         None.
 
     Examples:
-        >>> from tapefit.runner.composition import compose
-        >>> try:
-        ...     compose(["trainer.epoch=3"])
-        ... except Exception as error:
-        ...     print(misspelt_override_line(error).split(":")[0])
+        >>> from hydra import compose, initialize_config_dir
+        >>> from tapefit.config.schemas import config_dir
+        >>> from tapefit.runner.composition import register_schemas
+        >>> register_schemas()
+        >>> with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        ...     try:
+        ...         compose(config_name="config", overrides=["trainer.epoch=3"])
+        ...     except Exception as error:
+        ...         print(misspelt_override_line(error).split(":")[0])
         trainer.epoch is not a config key (did you mean trainer.epochs?)
     """
     cause = error.__cause__

@@ -9,6 +9,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from tapefit.config.schemas import SCHEMAS, config_dir
+from tapefit.errors import TapefitError
 from tapefit.training.preemption import run_dir_name
 
 
@@ -41,8 +42,10 @@ def compose(overrides: list[str] | None = None, config_name: str = "config") -> 
         The composed `omegaconf.DictConfig`.
 
     Raises:
-        hydra.errors.ConfigCompositionException: an override names an unknown key or a
-            value its schema refuses (Hydra's own error, not a `TapefitError`).
+        TapefitError: an override names a key the config does not have: the closest real
+            key and the keys of its group, in one line, as the command line says it.
+        hydra.errors.ConfigCompositionException: an override gives a value its schema
+            refuses, or an unknown choice (Hydra's own error, which names the choices).
 
     Examples:
         >>> import tapefit
@@ -53,8 +56,17 @@ def compose(overrides: list[str] | None = None, config_name: str = "config") -> 
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import CompactHydraException
+
+    from tapefit.config.override_errors import misspelt_override_line
 
     register_schemas()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+        try:
+            return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+        except CompactHydraException as error:
+            line = misspelt_override_line(error)  # not Hydra's advice to append with +
+            if line is None:
+                raise
+            raise TapefitError(line) from None

@@ -78,7 +78,6 @@ def test_overrides_apply(compose):
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("trainer.epocs=3", "epocs"),
         ("trainer.epochs=three", "epochs"),
         ("trainer.precision=float8", "precision"),
         ("trainer.strategy=ring", "strategy"),
@@ -97,6 +96,19 @@ def test_bad_overrides_fail_at_compose_time(compose, override, message):
         compose(override.split())
     text = str(caught.value) + str(caught.value.__cause__)
     assert message in text
+
+
+@pytest.mark.parametrize("form", ["", "+", "++"])
+def test_a_misspelt_key_from_python_is_tapefits_line(compose, form, tmp_path):
+    """The ordinary form is refused while composing; `+`/`++` add the key, which the run's
+    check refuses before anything trains (as the command line does)."""
+    from tapefit import TapefitError, run
+
+    with pytest.raises(TapefitError) as refused:
+        run(compose([f"{form}trainer.epocs=3"]), tmp_path / "run")
+    line = str(refused.value)
+    assert "trainer.epocs" in line and "did you mean trainer.epochs?" in line, line
+    assert "\n" not in line and "+trainer.epocs" not in line  # not Hydra's advice to append
 
 
 def test_config_dir_is_the_repository_conf():
