@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from tapefit.data.pair_records import ARROW_BATCH, release_arrow_memory
+from tapefit.errors import TapefitError
 from tapefit.files import atomic_write
 
 MMAP_TAG = b"mmap:"
@@ -65,8 +66,15 @@ def arrow_copy(parquet_file: str | Path, column: str) -> Path:
                 del batch
                 release_arrow_memory()
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(target, write, mode="wb")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, write, mode="wb")
+    except OSError as error:  # not a folder, not writable, the disk full
+        raise TapefitError(
+            f"image table {source}: cannot write its images' Arrow copy into {target.parent} "
+            f"({error.strerror or error}): set TAPEFIT_CACHE_DIR to a writable folder with room "
+            "for the images"
+        ) from None
     log.info(
         "image table %s: its images copied once into %s (%.1f MB), read memory-mapped from "
         "there (TAPEFIT_CACHE_DIR sets the folder)",

@@ -238,6 +238,20 @@ def test_a_tables_image_bytes_are_read_memory_mapped_not_held(tmp_path, caplog, 
             assert pixels in by_class[data.class_names[label]], epoch
 
 
+def test_a_cache_folder_that_cannot_hold_the_copy_is_a_one_line_error(tmp_path, monkeypatch):
+    rows = photos(tmp_path / "photos", 1)
+    hf_dataset(rows, CLASSES).to_parquet(str(tmp_path / "train.parquet"))
+    (tmp_path / "a_file").write_text("not a folder")
+    monkeypatch.setenv("TAPEFIT_CACHE_DIR", str(tmp_path / "a_file"))
+    with pytest.raises(TapefitError) as refused:
+        image_table(str(tmp_path / "train.parquet"), image_size=(12, 16))
+    assert str(refused.value).endswith(
+        "a_file/image_tables (Not a directory): set TAPEFIT_CACHE_DIR to a writable folder "
+        "with room for the images"
+    )
+    assert "cannot write its images' Arrow copy into" in str(refused.value)
+
+
 @pytest.mark.slow
 def test_a_users_tables_train_predict_with_class_names_and_refuse_a_bad_row_from_the_cli(
     tmp_path,
