@@ -95,16 +95,15 @@ def unlabelled_folder(root: str, key: str) -> FileSplit:
     return FileSplit(np.array(files), None)
 
 
-def labels_or_unlabelled(root: str, key: str, classes: Sequence[str]) -> FileSplit:
-    """A held-out folder: one subfolder per training class, or (test only) images with no
-    class subfolders at all, unlabelled."""
+def held_out_folder(root: str, classes: Sequence[str]) -> FileSplit:
+    """The test folder: one subfolder per training class, or images with no class subfolders
+    at all, unlabelled."""
     folder = Path(root).expanduser()
-    has_subfolders = folder.is_dir() and any(
+    if folder.is_dir() and not any(
         p.is_dir() and not p.name.startswith(".") for p in folder.iterdir()
-    )
-    if key == "test_path" and folder.is_dir() and not has_subfolders:
-        return unlabelled_folder(root, key)
-    return class_folder(root, key, classes)[0]
+    ):
+        return unlabelled_folder(root, "test_path")
+    return class_folder(root, "test_path", classes)[0]
 
 
 def check_image_files_options(options: Mapping[str, Any]) -> None:

@@ -263,7 +263,7 @@ def training_classes(rows: TableRows, path: Any) -> list[str]:
     return names or [str(index) for index in range(max(indices) + 1)]
 
 
-def test_table_spec(path: str, spec: ImageTableSpec) -> tuple[ImageTableSpec, dict[str, str]]:
+def held_out_table_spec(path: str, spec: ImageTableSpec) -> tuple[ImageTableSpec, dict[str, str]]:
     """How to read the test table: as `spec`, or, when it has no label column at all, as a
     table of images without labels (for `python -m tapefit.predict`), with why."""
     table = checked_file(path, "image table", "test_path")
@@ -356,7 +356,7 @@ def image_table(
     splits = {"train": train, "val": val}
     unlabelled = {}
     if test_path is not None:
-        test_spec, unlabelled = test_table_spec(test_path, spec)
+        test_spec, unlabelled = held_out_table_spec(test_path, spec)
         test_rows = read_image_table(test_path, test_spec, "test_path", mapped)
         splits["test"] = labelled_split(test_rows, classes, test_path)
     return folder_data(

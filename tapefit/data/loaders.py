@@ -19,7 +19,7 @@ from tapefit.data.image_folders import (
     check_image_files_options,
     class_folder,
     folder_data,
-    labels_or_unlabelled,
+    held_out_folder,
 )
 from tapefit.data.image_folders import split_off as split_off_files
 from tapefit.data.images import (
@@ -208,7 +208,7 @@ def image_folder(
     splits = {"train": train, "val": val}
     unlabelled = {}
     if test_path is not None:
-        splits["test"] = labels_or_unlabelled(test_path, "test_path", classes)
+        splits["test"] = held_out_folder(test_path, classes)
         if splits["test"].labels is None:
             unlabelled["test"] = (
                 f"data.test_path={test_path} has no class subfolders (put each class's images "
