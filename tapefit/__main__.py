@@ -5,6 +5,7 @@ The backend guard runs in `tapefit/__init__.py`, which Python imports before thi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -69,7 +70,8 @@ REFUSED_RUN_FILES = {".hydra", "tapefit.log", "status.json", "tensorboard"}
 
 def remove_if_refused_before_training(run_dir: Path) -> bool:
     """Remove the run directory of a command refused before training (a bad config, a missing
-    file), so mistakes do not pile up in `outputs/`; the error line on stderr says it all.
+    file), so mistakes do not pile up in `outputs/`; the error line on stderr says it all. The
+    folders of the default layout it leaves empty (`outputs/<experiment>/`, `outputs/`) go too.
     A directory that holds anything else (checkpoints, logs of a run that started, a resumed
     run's files, files of the user's) is left as it is, its status.json saying failed.
 
@@ -91,6 +93,12 @@ def remove_if_refused_before_training(run_dir: Path) -> bool:
                 logger.removeHandler(handler)
                 handler.close()
     shutil.rmtree(run_dir, ignore_errors=True)
+    outputs = (Path.cwd() / "outputs").resolve()  # the default layout's folders, left empty
+    for parent in run_dir.resolve().parents:
+        if not parent.is_relative_to(outputs):
+            break
+        with contextlib.suppress(OSError):  # only an empty folder goes
+            parent.rmdir()
     return True
 
 

@@ -81,6 +81,16 @@ def test_misspelt_key_fails_before_training(refused):
     assert not (tmp_path / "history.json").exists()
 
 
+def test_a_refused_run_leaves_no_empty_folders_of_the_default_layout(tmp_path):
+    (tmp_path / "outputs" / "kept").mkdir(parents=True)  # a folder of the user's stays
+    (result,) = run_cli_batch([["experiment=mnist", "data.path=nowhere.npz"]], cwd=tmp_path)
+    assert result.returncode == 2 and "nowhere.npz" in result.stderr.splitlines()[-1]
+    assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")] == [
+        "outputs",
+        "outputs/kept",
+    ]
+
+
 def test_bad_input_is_one_clear_line(refused):
     _, result = refused["missing"]
     assert result.returncode == 2
