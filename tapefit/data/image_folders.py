@@ -180,16 +180,36 @@ def read_source(source: tf.Tensor, mapped: MappedImages | None = None) -> tf.Ten
     )
 
 
+@dataclass
+class ImageSources:
+    """What a split's image sources are: file names (the default), or tagged sources (an image
+    table's: `file:`, `data:`, and `mmap:` rows that `mapped` reads).
+
+    Examples:
+        >>> ImageSources(tagged=True).encoded(tf.constant(b"data:PNG")).numpy()
+        b'PNG'
+        >>> ImageSources().name("photos/cat/1.png", 0, "test")
+        'photos/cat/1.png'
+    """
+
+    tagged: bool = False
+    mapped: MappedImages | None = None
+
+    def encoded(self, source: tf.Tensor) -> tf.Tensor:
+        """The encoded image `source` names."""
+        return read_source(source, self.mapped) if self.tagged else tf.io.read_file(source)
+
+    def name(self, source: Any, index: int, split: str) -> str:
+        """How an error or a prediction file names the image `source` (row `index` of `split`)."""
+        return source_name(source, index, split, self.tagged)
+
+
 def decode(
-    path: tf.Tensor,
-    size: Sequence[int],
-    channels: int,
-    tagged: bool = False,
-    mapped: MappedImages | None = None,
+    path: tf.Tensor, size: Sequence[int], channels: int, sources: ImageSources | None = None
 ) -> tf.Tensor:
-    """One image file (or, `tagged`, a tagged source, `mapped` reading dataset rows) as
-    float32 in [0, 1], `size` (height, width) and `channels` channels."""
-    encoded = read_source(path, mapped) if tagged else tf.io.read_file(path)
+    """One image (a file, or what `sources` says the source is) as float32 in [0, 1], `size`
+    (height, width) and `channels` channels."""
+    encoded = (sources or ImageSources()).encoded(path)
     image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
     image = tf.image.resize(image, size)  # bilinear; float32
     return tf.ensure_shape(image / 255.0, (*size, channels))
@@ -204,20 +224,19 @@ def folder_pipeline(
     size: Sequence[int],
     channels: int,
     cache: bool = False,
-    tagged: bool = False,
-    mapped: MappedImages | None = None,
+    sources: ImageSources | None = None,
 ) -> tf.data.Dataset:
-    """File names (`tagged`: tagged sources, `mapped` reading dataset rows) -> decoded,
-    resized, batched images. Training shuffles the file list (seeded, each epoch) before
-    decoding, so memory holds names, not images; `cache` keeps the decoded images in memory
-    after the first epoch (for data that fit)."""
+    """Image sources (file names, or as `sources` says) -> decoded, resized, batched images.
+    Training shuffles the sources (seeded, each epoch) before decoding, so memory holds names,
+    not images; `cache` keeps the decoded images in memory after the first epoch (for data
+    that fit)."""
     unlabelled = files.labels is None  # batches of images alone
     dataset = tf.data.Dataset.from_tensor_slices(
         files.paths if unlabelled else (files.paths, files.labels)
     )
 
     def read(path: tf.Tensor, *label: tf.Tensor) -> Any:
-        image = decode(path, size, channels, tagged, mapped)
+        image = decode(path, size, channels, sources)
         return (image, *label) if label else image
 
     if shuffle and not cache:
@@ -231,13 +250,13 @@ def folder_pipeline(
 
 
 def first_unreadable(
-    paths: Sequence[Any], channels: int, tagged: bool = False, mapped: MappedImages | None = None
+    paths: Sequence[Any], channels: int, sources: ImageSources | None = None
 ) -> tuple[int, str] | None:
-    """The position of the first file (`tagged`: source) that does not decode as an image,
+    """The position of the first image (a file, or what `sources` says) that does not decode,
     and why; None if all do."""
     for index, path in enumerate(paths):
         try:
-            encoded = read_source(path, mapped) if tagged else tf.io.read_file(path)
+            encoded = (sources or ImageSources()).encoded(path)
             tf.io.decode_image(encoded, channels=channels, expand_animations=False)
         except (tf.errors.InvalidArgumentError, tf.errors.NotFoundError) as error:
             return index, decoder_reason(error.message)
@@ -273,14 +292,13 @@ class FolderImageData(ImageData):
 
     size: tuple[int, int] = (64, 64)
     channels: int = 3
-    tagged: bool = False  # `splits` hold tagged sources (an image table), not file names
+    sources: ImageSources = field(default_factory=ImageSources)  # what `splits` hold
     # Splits without labels (images to predict on), each with why: `tapefit.data.unlabelled`.
     unlabelled: dict[str, str] = field(default_factory=dict)
     # Each split's images as the input names them (a table's cell, a folder's file), under
     # `name_column`: the first column of `python -m tapefit.predict`'s file.
     row_names: dict[str, list[str]] = field(default_factory=dict)
     name_column: str = "file"
-    mapped: MappedImages | None = None  # reads the rows of dataset folders a table points into
 
     def rebuilt(self, batch_size: int) -> FolderImageData:
         """New pipelines over the same files: a first epoch's shuffle again, another batch."""
@@ -295,10 +313,9 @@ class FolderImageData(ImageData):
             size=self.size,
             channels=self.channels,
             cache=self.cache,
-            tagged=self.tagged,
+            sources=self.sources,
             unlabelled=self.unlabelled,
             name_column=self.name_column,
-            mapped=self.mapped,
         )
 
     def input_columns(self, split: str) -> dict[str, list[str]]:
@@ -307,8 +324,7 @@ class FolderImageData(ImageData):
         names = self.row_names.get(split)
         if names is None:
             names = [
-                source_name(path, i, split, self.tagged)
-                for i, path in enumerate(self.splits[split][0])
+                self.sources.name(path, i, split) for i, path in enumerate(self.splits[split][0])
             ]
         return {self.name_column: list(names)}
 
@@ -318,10 +334,10 @@ class FolderImageData(ImageData):
         if not isinstance(error, tf.errors.InvalidArgumentError | tf.errors.NotFoundError):
             return None
         for split, (paths, _) in self.splits.items():
-            found = first_unreadable(paths, self.channels, self.tagged, self.mapped)
+            found = first_unreadable(paths, self.channels, self.sources)
             if found is not None:
                 index, reason = found
-                where = source_name(paths[index], index, split, self.tagged)
+                where = self.sources.name(paths[index], index, split)
                 return TapefitError(
                     f"{where}: not a readable image ({reason}): replace or remove it"
                 )
@@ -337,14 +353,14 @@ def folder_data(
     size: Sequence[int],
     channels: int,
     cache: bool = False,
-    tagged: bool = False,
+    sources: ImageSources | None = None,
     unlabelled: Mapping[str, str] | None = None,
     name_column: str = "file",
-    mapped: MappedImages | None = None,
 ) -> FolderImageData:
-    """Pipelines over `splits` (train, val, optional test) of one set of classes (`tagged`:
-    their `paths` are tagged sources; `unlabelled`, `name_column` and `mapped`: as
+    """Pipelines over `splits` (train, val, optional test) of one set of classes (`sources`:
+    what their `paths` are, file names by default; `unlabelled` and `name_column`: as
     `FolderImageData` keeps them)."""
+    sources = sources or ImageSources()
     size = (int(size[0]), int(size[1]))
     pipelines = {
         name: None
@@ -357,8 +373,7 @@ def folder_data(
             size=size,
             channels=channels,
             cache=cache,
-            tagged=tagged,
-            mapped=mapped,
+            sources=sources,
         )
         for name, files in {**{"test": None}, **splits}.items()
     }
@@ -373,7 +388,7 @@ def folder_data(
         class_names=list(class_names),
         size=size,
         channels=channels,
-        tagged=tagged,
+        sources=sources,
         unlabelled=dict(unlabelled or {}),
         row_names={
             name: [str(n) for n in files.names]
@@ -381,5 +396,4 @@ def folder_data(
             if files.names is not None
         },
         name_column=name_column,
-        mapped=mapped,
     )

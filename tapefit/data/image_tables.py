@@ -29,6 +29,7 @@ from tapefit.data.image_folders import (
     FILE_TAG,
     FileSplit,
     FolderImageData,
+    ImageSources,
     check_image_files_options,
     folder_data,
     split_off,
@@ -367,8 +368,7 @@ def image_table(
         size=list(image_size),
         channels=CHANNELS[color_mode],
         cache=cache,
-        tagged=True,
+        sources=ImageSources(tagged=True, mapped=mapped if mapped.tables else None),
         unlabelled=unlabelled,
         name_column=spec.image_column,
-        mapped=mapped if mapped.tables else None,
     )
