@@ -443,3 +443,33 @@ def test_models_do_not_import_the_loaders():
     `tapefit.text`, below both: a model needs no loader to read its texts."""
     edges = package_edges()
     assert ("models", "data") not in edges and ("data", "models") not in edges
+
+
+def code_lines(source: str) -> int:
+    """Lines of code in `source`: not blank, not a comment, not part of a docstring."""
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        scopes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+        if isinstance(node, scopes) and ast.get_docstring(node, clean=False) is not None:
+            first = node.body[0]
+            docstrings.update(range(first.lineno, first.end_lineno + 1))
+    return sum(
+        1
+        for number, line in enumerate(source.splitlines(), 1)
+        if line.strip() and not line.strip().startswith("#") and number not in docstrings
+    )
+
+
+def test_code_lines_count_code_only():
+    source = '"""Module."""\n\n# a comment\ndef f():\n    """Doc\n    lines."""\n    return 1\n'
+    assert code_lines(source) == 2
+
+
+def test_no_module_holds_over_300_lines_of_code():
+    """Small modules with one job: at most 300 lines of code (docstrings and comments not
+    counted), as CONTRIBUTING.md asks."""
+    sizes = {
+        str(path.relative_to(PACKAGE)): code_lines(path.read_text())
+        for path in PACKAGE.rglob("*.py")
+    }
+    assert {name: size for name, size in sizes.items() if size > 300} == {}
