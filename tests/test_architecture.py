@@ -473,3 +473,13 @@ def test_no_module_holds_over_300_lines_of_code():
         for path in PACKAGE.rglob("*.py")
     }
     assert {name: size for name, size in sizes.items() if size > 300} == {}
+
+
+def test_the_tests_mirror_the_packages():
+    """`tests/<package>/test_<module>.py` (CONTRIBUTING.md): a test folder per package, and no
+    other folder but `cli` (the commands, end to end) and `docs` (the pages' examples)."""
+    packages = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    folders = {path.name for path in Path(__file__).parent.iterdir() if path.is_dir()}
+    folders -= {"__pycache__"}
+    assert folders - packages == {"cli", "docs"}
+    assert packages - folders == set()
