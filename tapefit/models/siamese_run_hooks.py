@@ -3,9 +3,10 @@ before anything is built, the default objective and loss, the validation callbac
 report, the prediction columns and the serving signatures.
 
 They live here, as a mixin `SiameseModel` inherits, so that the model's module holds what the
-model is (encoding, the tape step, fine-tuning, use) and this one what a run asks of it; each
-hook reads only the model's own settings (`loss_settings`, `label_range`, `label_type`,
-`hard_negatives`, `retrieval_settings`, `matryoshka_dims`).
+model is (encoding, the tape step, fine-tuning, use) and this one what a run asks of it. The
+hooks work from the model's settings (`loss_settings`, `label_range`, `label_type`,
+`hard_negatives`, `retrieval_settings`, `matryoshka_dims`) and, for the report, its `predict`
+and `encode`.
 """
 
 from __future__ import annotations
