@@ -13,14 +13,21 @@ import numpy as np
 from tapefit.errors import UnsaveableModelError
 from tapefit.files import atomic_path, atomic_write
 from tapefit.step.rebuild_check import check_rebuildable
+from tapefit.step.tape_model import TapeModel
 
 
 def save_model(model: Any, path: Path) -> Path:
     """`model.save` through a temporary `.keras` name, so a crash never leaves a broken file;
-    a model whose config would not rebuild it is a one-line error, and nothing is written."""
-    check_saveable(model)
-    with atomic_path(path, suffix=".keras") as temporary:
-        model.save(temporary)
+    a model whose config would not rebuild it is a one-line error, and nothing is written.
+    The rebuild check runs once per save: a TapeModel's own `save` makes it, any other model
+    is checked here."""
+    if not isinstance(model, TapeModel):
+        check_saveable(model)
+    try:
+        with atomic_path(path, suffix=".keras") as temporary:
+            model.save(temporary)
+    except UnsaveableModelError as error:
+        raise UnsaveableModelError(f"{error}, or set trainer.save_model=false") from None
     return path
 
 

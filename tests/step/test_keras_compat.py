@@ -377,15 +377,26 @@ def test_a_custom_compile_reloads_with_keras_warning(tmp_path):
     np.testing.assert_array_equal(reloaded.predict(X, verbose=0), model.predict(X, verbose=0))
 
 
-def test_the_run_directory_refuses_an_unloadable_model_in_one_line(tmp_path):
+def test_the_run_directory_refuses_an_unloadable_model_in_one_line(tmp_path, monkeypatch):
     from tapefit.errors import TapefitError
+    from tapefit.step import tape_model
+    from tapefit.training import run_files
     from tapefit.training.run_files import save_model
 
     model, _ = train(tapefit.TapeModel, "unserialisable_argument")
     with pytest.raises(TapefitError, match=r"Scaled cannot be saved to \.keras") as error:
         save_model(model, tmp_path / "model.keras")
-    assert "get_config()" in str(error.value) and "\n" not in str(error.value)
+    message = str(error.value)
+    assert "get_config()" in message and "\n" not in message
+    assert message.endswith("or set trainer.save_model=false")  # the run's own way out
     assert list(tmp_path.iterdir()) == []  # nothing half-written
+    checks = []  # a model that saves is checked once per save, not by save_model and save both
+    saveable, _ = train(tapefit.TapeModel, "add_loss")
+    original = tape_model.check_rebuildable
+    for module in (tape_model, run_files):
+        monkeypatch.setattr(module, "check_rebuildable", lambda m: checks.append(original(m)))
+    save_model(saveable, tmp_path / "model.keras")
+    assert len(checks) == 1 and (tmp_path / "model.keras").is_file()
 
 
 def test_the_one_name_tapefit_keeps_is_refused_at_construction_in_one_line():
