@@ -14,6 +14,7 @@ then exit 124). On several machines, set the same variables by hand
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -43,9 +44,25 @@ class Role:
 
 def free_port(host: str) -> int:
     """A TCP port on `host` that nothing listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
+    return free_ports(host, 1)[0]
+
+
+def free_ports(host: str, count: int) -> list[int]:
+    """`count` different TCP ports on `host` that nothing listens on now: each probe stays
+    bound until all are chosen, so the system cannot hand the same port out twice.
+
+    Examples:
+        >>> ports = free_ports("127.0.0.1", 3)
+        >>> len(set(ports)) == 3
+        True
+    """
+    with contextlib.ExitStack() as probes:
+        ports = []
+        for _ in range(count):
+            probe = probes.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            probe.bind((host, 0))
+            ports.append(probe.getsockname()[1])
+        return ports
 
 
 def shared_run_dir(overrides: list[str]) -> list[str]:
@@ -70,7 +87,7 @@ def tuner_roles(tuners: int, host: str, port: int) -> list[Role]:
 def worker_roles(workers: int, host: str) -> list[Role]:
     """`workers` tf.distribute workers, each with the `TF_CONFIG` that names the cluster (free
     ports on `host`) and its own index; worker 0 is the chief."""
-    cluster = {"worker": [f"{host}:{free_port(host)}" for _ in range(workers)]}
+    cluster = {"worker": [f"{host}:{port}" for port in free_ports(host, workers)]}
     roles = []
     for index in range(workers):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})

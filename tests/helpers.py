@@ -15,6 +15,15 @@ from tests import processes
 REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
+# The digits CNN cut to one convolution block and a narrow dense layer: the same kinds of layers
+# (Conv2D, BatchNorm, pooling, Dropout) and state, at about half the tutorial network's tracing
+# cost. For tests whose subject is the run (stops, resumes, workers), not the network's size.
+SMALL_CNN = ("model.conv_blocks=[[8,1]]", "model.dense_units=32")
+# The Siamese model's encoder as a bag of embeddings (mean-pooled, no RNN): the same pair data,
+# loss, dropout and evaluation at about half the LSTM's cost, where the encoder is not the
+# subject.
+SMALL_SIAMESE = ("model.encoder.rnn=none", "model.encoder.pooling=mean")
+
 
 def run_in(
     folder: Path,

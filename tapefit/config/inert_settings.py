@@ -54,6 +54,19 @@ def _algorithm(cfg: Any) -> str:
     return str(getattr(value, "value", value))
 
 
+# The Classifier's keys each body leaves unused (its config holds both bodies' keys).
+CNN_ONLY = ("conv_blocks", "dense_units", "dropout", "bn_momentum")
+MLP_ONLY = ("hidden_units",)
+
+
+def _classifier_architecture(cfg: Any) -> str | None:
+    """The Classifier's `architecture` (cnn, mlp), or None for a model of another shape."""
+    model = cfg.get("model")
+    if model is None or not all(key in model for key in ("architecture", *CNN_ONLY, *MLP_ONLY)):
+        return None
+    return str(getattr(model.architecture, "value", model.architecture))
+
+
 def _callback_rule(name: str) -> InertRule:
     prefix = f"callbacks.{name}."
     return InertRule(
@@ -91,6 +104,16 @@ RULES: tuple[InertRule, ...] = (
         matches=lambda key: key in ("debug.batches", "debug.overfit_ratio"),
         inert=lambda cfg: str(getattr(cfg.debug.mode, "value", cfg.debug.mode)) == "none",
         needs=lambda key, cfg: "a debug preset: debug=fast_dev_run (or overfit)",
+    ),
+    InertRule(
+        matches=lambda key: key.startswith("model.") and key.split(".")[1] in CNN_ONLY,
+        inert=lambda cfg: _classifier_architecture(cfg) == "mlp",
+        needs=lambda key, cfg: "model.architecture=cnn (the key is the CNN's)",
+    ),
+    InertRule(
+        matches=lambda key: key.startswith("model.") and key.split(".")[1] in MLP_ONLY,
+        inert=lambda cfg: _classifier_architecture(cfg) == "cnn",
+        needs=lambda key, cfg: "model.architecture=mlp (the key is the MLP's)",
     ),
     InertRule(
         matches=lambda key: key == "checkpoint.save_last",

@@ -179,4 +179,6 @@ def describe(annotation: Any) -> str:
 
 def _plural(words: str) -> str:
     singular = {"an integer": "integers", "a number": "numbers", "a string": "strings"}
+    if words.startswith("a list"):
+        return "lists" + words.removeprefix("a list")
     return singular.get(words, words)

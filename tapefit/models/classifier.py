@@ -24,21 +24,27 @@ class Architecture(str, Enum):
 
 # (filters, number of convolutions) per block of the tutorial CNN; each block ends in BN + pool.
 CNN_BLOCKS = ((16, 1), (32, 2), (64, 3))
+DENSE_UNITS = 256
 
 
 def cnn_layers(
-    image_shape: Sequence[int], dropout: float, bn_momentum: float, dense_units: int = 256
+    image_shape: Sequence[int],
+    dropout: float,
+    bn_momentum: float,
+    dense_units: int = DENSE_UNITS,
+    conv_blocks: Sequence[Sequence[int]] = CNN_BLOCKS,
 ) -> list[layers.Layer]:
     """Conv 16 -> BN -> pool; 2x conv 32 -> BN -> pool; 3x conv 64 -> BN -> pool; dense 256.
 
-    Pooling is skipped once the feature map is smaller than 2x2, so 8x8 digits and 28x28 MNIST
-    both fit. BatchNormalization is `synchronized`: under `tf.distribute` it normalises with the
-    global batch's statistics, so every replica and worker keeps the same moving statistics
-    (without a strategy it is the plain layer).
+    `conv_blocks` lists each block's (filters, convolutions); every block ends in
+    BatchNormalization and pooling. Pooling is skipped once the feature map is smaller than
+    2x2, so 8x8 digits and 28x28 MNIST both fit. BatchNormalization is `synchronized`: under
+    `tf.distribute` it normalises with the global batch's statistics, so every replica and
+    worker keeps the same moving statistics.
     """
     stack: list[layers.Layer] = []
     height, width = image_shape[0], image_shape[1]
-    for filters, convolutions in CNN_BLOCKS:
+    for filters, convolutions in conv_blocks:
         stack += [
             layers.Conv2D(filters, 3, padding="same", activation="relu")
             for _ in range(convolutions)
@@ -78,6 +84,10 @@ class Classifier(ClassifierOutputs, TapeModel):
         dropout: The CNN's dropout rate before the logits, in [0, 1).
         bn_momentum: The CNN's batch-normalisation momentum, in [0, 1).
         hidden_units: The MLP's ReLU layer sizes.
+        conv_blocks: The CNN's blocks, `[filters, convolutions]` each (the tutorial's
+            `[[16, 1], [32, 2], [64, 3]]` by default); fewer or narrower blocks give a smaller
+            network, e.g. `[[8, 1]]`.
+        dense_units: The CNN's ReLU units after the blocks (256).
         class_names: What each output means (image folders: the class subfolders), saved
             with the model; one per class.
         **kwargs: `keras.Model`'s keyword arguments (`name`, `dtype`, ...).
@@ -97,6 +107,9 @@ class Classifier(ClassifierOutputs, TapeModel):
         ['accuracy', 'loss']
         >>> tuple(model(images[:2]).shape)
         (2, 10)
+        >>> small = Classifier(image_shape=(8, 8, 1), conv_blocks=[[8, 1]], dense_units=32)
+        >>> [layer.filters for layer in small.body.layers if hasattr(layer, "filters")]
+        [8]
     """
 
     def __init__(
@@ -108,11 +121,19 @@ class Classifier(ClassifierOutputs, TapeModel):
         bn_momentum: float = 0.9,
         hidden_units: Sequence[int] = (64, 64),
         class_names: Sequence[str] | None = None,
+        conv_blocks: Sequence[Sequence[int]] = CNN_BLOCKS,
+        dense_units: int = DENSE_UNITS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.check_options(
-            {"dropout": dropout, "bn_momentum": bn_momentum, "hidden_units": hidden_units}
+            {
+                "dropout": dropout,
+                "bn_momentum": bn_momentum,
+                "hidden_units": hidden_units,
+                "conv_blocks": conv_blocks,
+                "dense_units": dense_units,
+            }
         )
         architecture = parse_choice(Architecture, architecture, "model.architecture").value
         if len(image_shape) != 3:
@@ -125,6 +146,8 @@ class Classifier(ClassifierOutputs, TapeModel):
         self.dropout = float(dropout)
         self.bn_momentum = float(bn_momentum)
         self.hidden_units = tuple(int(u) for u in hidden_units)
+        self.conv_blocks = tuple((int(f), int(n)) for f, n in conv_blocks)
+        self.dense_units = int(dense_units)
         # What each output means (image folders: the class subfolders), saved with the model.
         self.class_names = None if class_names is None else [str(n) for n in class_names]
         if self.class_names is not None and len(self.class_names) != self.num_classes:
@@ -133,7 +156,13 @@ class Classifier(ClassifierOutputs, TapeModel):
                 "classes: give one name per class"
             )
         body = (
-            cnn_layers(self.image_shape, self.dropout, self.bn_momentum)
+            cnn_layers(
+                self.image_shape,
+                self.dropout,
+                self.bn_momentum,
+                self.dense_units,
+                self.conv_blocks,
+            )
             if architecture == Architecture.cnn
             else mlp_layers(self.hidden_units)
         )
@@ -187,6 +216,10 @@ class Classifier(ClassifierOutputs, TapeModel):
             Traceback (most recent call last):
             ...
             tapefit.errors.TapefitError: model.dropout=1.5 must lie in [0, 1)
+            >>> Classifier.check_options({"conv_blocks": [[8]]})
+            Traceback (most recent call last):
+            ...
+            tapefit.errors.TapefitError: model.conv_blocks=[[8]] must list [filters, ...] ...
         """
         for key in ("dropout", "bn_momentum"):
             if key in options and not 0.0 <= options[key] < 1.0:
@@ -195,6 +228,15 @@ class Classifier(ClassifierOutputs, TapeModel):
             units = list(options["hidden_units"])
             if not units or min(units) < 1:
                 raise TapefitError(f"model.hidden_units={units} must be positive sizes")
+        if "conv_blocks" in options:
+            blocks = [list(block) for block in options["conv_blocks"]]
+            if not blocks or any(len(b) != 2 or min(b) < 1 for b in blocks):
+                raise TapefitError(
+                    f"model.conv_blocks={blocks} must list [filters, convolutions] pairs of "
+                    "positive integers, e.g. [[8, 1], [16, 2]]"
+                )
+        if "dense_units" in options and options["dense_units"] < 1:
+            raise TapefitError(f"model.dense_units={options['dense_units']} must be at least 1")
 
     def get_config(self) -> dict:
         """Everything `__init__` needs, so `.keras` files reload without custom code.
@@ -211,4 +253,6 @@ class Classifier(ClassifierOutputs, TapeModel):
             "bn_momentum": self.bn_momentum,
             "hidden_units": list(self.hidden_units),
             "class_names": self.class_names,
+            "conv_blocks": [list(block) for block in self.conv_blocks],
+            "dense_units": self.dense_units,
         }

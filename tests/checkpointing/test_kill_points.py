@@ -15,11 +15,12 @@ SIGTERM (the graceful stop) is swept over the places a stop can happen, with the
 checkpoints and executions of the CNN cell (on the MLP), in
 `test_a_sigterm_at_every_point_stops_and_resumes_bitwise`.
 
-The cells: the digits CNN (BatchNorm, Dropout) with EarlyStopping restoring its best weights,
-ReduceLROnPlateau and a user callback with state, with step checkpoints every 3 steps of a
-5-step epoch run 2 steps per execution (not a multiple; the last execution is short); the MLP
-with the same callbacks and epoch checkpoints only; the Siamese LSTM with the same callbacks
-and step checkpoints every 2 steps of a 4-step epoch (a multiple).
+The cells: the digits CNN cut to one block (BatchNorm, Dropout; `tests.helpers.SMALL_CNN`)
+with EarlyStopping restoring its best weights, ReduceLROnPlateau and a user callback with
+state, with step checkpoints every 3 steps of a 5-step epoch run 2 steps per execution (not a
+multiple; the last execution is short); the MLP with the same callbacks and epoch checkpoints
+only; the Siamese model (its encoder a bag of embeddings with dropout: `SMALL_SIAMESE`) with the
+same callbacks and step checkpoints every 2 steps of a 4-step epoch (a multiple).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import pytest
 
 import tapefit
 from tapefit.callbacks.stop_on_signal import RunInterrupted
-from tests.helpers import scalar_tags
+from tests.helpers import SMALL_CNN, SMALL_SIAMESE, scalar_tags
 from tests.killpoints import KillPoints, install, state_digest
 
 pytestmark = pytest.mark.slow
@@ -65,12 +66,13 @@ MLP = ["model.architecture=mlp", "data.train_limit=128", "trainer.steps_per_exec
 SIAMESE = [
     "experiment=siamese",
     *("data.train_size=256", "data.val_size=64", "data.test_size=64"),  # 4 steps of 64
-    "model.encoder.units=16",
+    *SMALL_SIAMESE,
 ]
 CELLS = {
     # the epoch's length not a multiple of the checkpoints' interval, and its last execution
     # short: Keras names that execution's end step 5 of an epoch of 5 as step 6
     "cnn-every_3_of_5-2_per_execution": [
+        *SMALL_CNN,
         "data.train_limit=160",
         "trainer.steps_per_execution=2",
         "trainer.checkpoint_every_steps=3",
@@ -235,7 +237,9 @@ def sigterm_points(passed: list[str]) -> list[str]:
 def test_a_sigterm_at_every_point_stops_and_resumes_bitwise(cell, tmp_path, monkeypatch):
     """SIGTERM at each point: the run stops (status interrupted, no metrics.json unless the
     signal came after it), and `resume=true` ends like the uninterrupted run."""
-    runs = Runs([*COMMON, *CELLS[cell], "model.architecture=mlp"], monkeypatch)
+    cnn_only = set(SMALL_CNN)
+    overrides = [o for o in CELLS[cell] if o not in cnn_only]
+    runs = Runs([*COMMON, *overrides, "model.architecture=mlp"], monkeypatch)
     points = KillPoints(tmp_path / "uninterrupted")
     runs(tmp_path / "uninterrupted", points)
     want = final_state(tmp_path / "uninterrupted")

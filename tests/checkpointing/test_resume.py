@@ -15,7 +15,7 @@ import pytest
 from tapefit.config.schemas import TrainerConfig
 from tapefit.config.typed import typed
 from tests import processes
-from tests.helpers import REPO, built_once_per_session, scalar_tags
+from tests.helpers import REPO, SMALL_CNN, built_once_per_session, scalar_tags
 
 OVERRIDES = [
     # the MLP: what a kill leaves on disk does not depend on the model, and it starts in half
@@ -359,6 +359,7 @@ def test_same_seed_and_determinism_give_identical_runs(compose, tmp_path):
 
     overrides = [
         "experiment=classifier",
+        *SMALL_CNN,
         "trainer.epochs=2",
         "trainer.deterministic=true",
         "trainer.verbose=0",

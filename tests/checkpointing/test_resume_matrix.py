@@ -12,10 +12,10 @@ the same run directory and resumed after each stop:
    wrote it.
 
 The resumed run must end with the uninterrupted run's History, final weights, optimizer state
-and test metrics, bit for bit. The cells: the digits CNN (BatchNorm, Dropout) with
+and test metrics, bit for bit. The cells: the digits CNN (one block: BatchNorm, Dropout) with
 EarlyStopping keeping its last weights and ReduceLROnPlateau, and a user's `_target_` model
 (BatchNorm, Dropout) with both and a user callback with state;
-tests/checkpointing/test_kill_points.py sweeps the CNN and the Siamese LSTM with EarlyStopping
+tests/checkpointing/test_kill_points.py sweeps the CNN and the Siamese model with EarlyStopping
 restoring its best weights over every point a run can stop at. EarlyStopping watches the
 training loss in `mode=max`, so it stops the run at the end of epoch 3 (restoring epoch 1's
 weights) and ReduceLROnPlateau lowers the learning rate every epoch: both act inside the
@@ -33,17 +33,17 @@ import pytest
 
 import tapefit
 from tapefit.callbacks.stop_on_signal import RunInterrupted
-from tests.helpers import scalar_tags
+from tests.helpers import SMALL_CNN, scalar_tags
 
 STEPS = 10  # optimizer steps per epoch in every cell
 COMMON = [
-    "trainer.epochs=5",
+    "trainer.epochs=4",  # the third stop ends epoch 3; the last resume trains epoch 4
     "trainer.verbose=0",
     "trainer.steps_per_execution=1",
     "trainer.deterministic=true",
     "trainer.checkpoint_every_steps=5",
 ]
-CNN = ["data.train_limit=320"]  # the digits CNN (BatchNorm, Dropout): 10 steps of 32
+CNN = ["data.train_limit=320", *SMALL_CNN]  # the digits CNN (BatchNorm, Dropout): 10 steps of 32
 USER = [
     "model=resume_net",
     "data=resume_arrays",

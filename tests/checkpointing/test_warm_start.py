@@ -11,7 +11,7 @@ import pytest
 
 import tapefit
 from tapefit.errors import TapefitError
-from tests.helpers import built_once_per_session
+from tests.helpers import SMALL_SIAMESE, built_once_per_session
 
 pytestmark = pytest.mark.slow
 QUICK = ["trainer.verbose=0", "model.architecture=mlp", "data.train_limit=256", "trainer.epochs=1"]
@@ -97,7 +97,7 @@ def test_a_text_model_reads_new_data_with_the_vocabulary_its_weights_learnt(
         "data=pairs_file",
         "data.label_column=null",
         "model.loss.name=in_batch_negatives",
-        "model.encoder.units=8",
+        *SMALL_SIAMESE,
         "trainer.epochs=1",
         "trainer.verbose=0",
     ]

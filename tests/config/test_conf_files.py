@@ -77,12 +77,17 @@ def test_every_option_is_a_commented_target_with_every_argument(path):
         default = parameters[name].default if name in parameters else inspect.Parameter.empty
         if default is inspect.Parameter.empty or isinstance(value, dict):
             continue
-        same = value == default or (
-            isinstance(default, tuple | list) and list(default) == list(value or [])
-        )
+        same = as_lists(value) == as_lists(default)
         assert same or "default" in lines[name], (
             f"{path.name}: {name}={value} differs from the signature's {default!r} without saying"
         )
+
+
+def as_lists(value):
+    """`value` with every tuple a list, at every depth (YAML has no tuples)."""
+    if isinstance(value, tuple | list):
+        return [as_lists(item) for item in value]
+    return value
 
 
 def test_every_callback_is_a_commented_target_node():

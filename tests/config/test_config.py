@@ -149,6 +149,8 @@ def test_wheel_ships_every_config_file_and_module(tmp_path):
         (["model.dropout=high"], "model.dropout='high' must be a number"),
         (["model.hidden_units=[64,wide]"], "hidden_units=.* must be a list of integers"),
         (["model.dropout=1.5"], r"model.dropout=1.5 must lie in \[0, 1\)"),
+        (["model.conv_blocks=[[8,wide]]"], "conv_blocks=.* must be a list of lists of integers"),
+        (["model.conv_blocks=[[8,1,2]]"], r"model.conv_blocks=\[\[8, 1, 2\]\] must list \[filt"),
         (["+model.dropuot=0.1"], "did you mean model.dropout"),
         (["+data.batch_sise=8"], "did you mean data.batch_size"),
         (["experiment=siamese", "model.encoder.rnn=attention"], "must be one of lstm, gru, trans"),

@@ -26,7 +26,13 @@ CASES = [
     ("force_resume=true", "resume=true", "resume=true"),
     ("init_from_strict=false", "init_from=RUN_DIR", "init_from=somewhere"),
     ("trainer.shard_policy=data", "trainer.strategy=multi_worker", "trainer.strategy=multi_worker"),
+    ("model.hidden_units=[32]", "model.architecture=mlp", "model.architecture=mlp"),
+    ("model.conv_blocks=[[8,1]]", "model.architecture=cnn", "model.architecture=cnn"),
+    ("model.dense_units=32", "model.architecture=cnn", "model.architecture=cnn"),
+    ("model.dropout=0.2", "model.architecture=cnn", "model.architecture=cnn"),
 ]
+# the CNN's keys are judged with the MLP chosen (the default body is the CNN)
+MLP = {"model.conv_blocks", "model.dense_units", "model.dropout"}
 
 
 @pytest.mark.parametrize(("override", "needs", "enabling"), CASES)
@@ -35,6 +41,7 @@ def test_an_override_that_does_nothing_is_refused_and_passes_once_it_acts(
 ):
     # a search, but not the one the key belongs to
     base = ["tune=random"] if override.startswith(("tune.pruner", "tune.lr_find")) else []
+    base += ["model.architecture=mlp"] if override.split("=")[0] in MLP else []
     with pytest.raises(TapefitError) as refused:
         check_no_inert_overrides(compose([*base, override]), [*base, override])
     line = str(refused.value)

@@ -106,7 +106,8 @@ CLUSTER = {"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type
 CASES: dict[str, list[Case]] = {
     "range": [
         Case([*QUICK, "trainer.epochs=0"], r"trainer\.epochs=0 must be at least 1"),
-        Case([*QUICK, "model.dropout=1.5"], r"model\.dropout=1\.5 must lie in \[0, 1\)"),
+        # the CNN's key (with the MLP it does nothing, and is refused as such); refused unbuilt
+        Case([*QUICK[:2], "model.dropout=1.5"], r"model\.dropout=1\.5 must lie in \[0, 1\)"),
         Case([*QUICK, "optimizer.learning_rate=0"], r"optimizer\.learning_rate=0 must be > 0"),
         Case([*SIAMESE, "data.sequence_length=0"], r"data\.sequence_length=0 must be at least 1"),
     ],

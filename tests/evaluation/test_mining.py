@@ -11,6 +11,7 @@ import tapefit
 from tapefit import TapefitError
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.evaluation.mining import MiningOptions, mine
+from tests.helpers import SMALL_SIAMESE
 
 
 def unit(values):
@@ -92,7 +93,7 @@ def test_a_run_mines_a_users_file_and_the_output_trains_with_its_negatives(
         "data.text1_column=query",
         "data.text2_column=answer",
         "data.label_column=null",
-        "model.encoder.units=16",
+        *SMALL_SIAMESE,
         "model.loss.name=in_batch_negatives",
         "trainer.epochs=1",
         "trainer.verbose=0",

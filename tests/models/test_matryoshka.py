@@ -16,6 +16,7 @@ from tapefit.evaluation.matryoshka import leading_components
 from tapefit.models.losses import CosineMSELoss, InBatchNegativesLoss
 from tapefit.models.losses.matryoshka import MatryoshkaLoss
 from tapefit.models.siamese_options import configured_pair_loss
+from tests.helpers import SMALL_SIAMESE
 
 
 def unit(values):
@@ -105,7 +106,8 @@ def test_a_run_reports_every_dimension_and_selects_on_one(compose, tmp_path):
             "data.train_size=256",
             "data.val_size=64",
             "data.test_size=64",
-            "model.encoder.units=8",  # 8 dimensions
+            *SMALL_SIAMESE,
+            "model.encoder.embedding_dim=8",  # 8 dimensions
             "model.loss.matryoshka_dims=[8,2]",
             "model.retrieval.enabled=true",
             "model.retrieval.positive_label=2.5",

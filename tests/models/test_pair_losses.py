@@ -21,6 +21,7 @@ from tapefit.models.losses import (
     angle_similarity,
     make_pair_loss,
 )
+from tests.helpers import SMALL_SIAMESE
 from tests.models.pair_loss_references import (
     GATHERING_LOSSES,
     reference_in_batch_negatives,
@@ -135,6 +136,7 @@ def test_a_siamese_run_trains_with_a_ranking_loss(compose, tmp_path, name):
     cfg = compose(
         [
             "experiment=siamese",
+            *SMALL_SIAMESE,
             f"model.loss.name={name}",
             "trainer.epochs=2",
             "trainer.verbose=0",

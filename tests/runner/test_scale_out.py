@@ -16,7 +16,7 @@ import tensorflow as tf
 from tapefit.runner.train import run
 from tapefit.training.runtime import shard_options, writes_run_dir
 from tests import processes
-from tests.helpers import REPO, shared_once
+from tests.helpers import REPO, SMALL_CNN, SMALL_SIAMESE, shared_once
 
 FORKED_LAUNCH = REPO / "tests" / "forked_launch.py"
 
@@ -37,6 +37,7 @@ CASES = {
     "cnn": (
         [
             "model.architecture=cnn",  # BatchNormalization, synchronized across the workers
+            *SMALL_CNN,
             "model.dropout=0",  # a per-replica mask would differ from one batch's
             "data.train_limit=256",
             "data.batch_size=32",
@@ -51,8 +52,8 @@ CASES = {
             "data.val_size=64",
             "data.test_size=64",
             "data.batch_size=32",
-            "model.encoder.recurrent_dropout=0",  # a per-replica mask would differ
-            "model.encoder.dropout=0",
+            *SMALL_SIAMESE,
+            "model.encoder.dropout=0",  # a per-replica mask would differ
             "trainer.shard_policy=auto",
             "trainer.epochs=2",
         ],
@@ -372,8 +373,7 @@ def test_with_shard_policy_file_each_worker_streams_its_own_files(tmp_path):
         "data.stream=true",
         "data.batch_size=20",
         "data.vocabulary_pairs=100",
-        "model.encoder.units=8",
-        "model.encoder.recurrent_dropout=0",
+        *SMALL_SIAMESE,
         "trainer.shard_policy=file",
         "trainer.epochs=2",
         *COMMON,
