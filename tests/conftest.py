@@ -14,9 +14,10 @@ import textwrap  # noqa: E402
 
 # Each xdist worker's TensorFlow gets its share of the cores for its intra-op pool (one each with
 # `-n 2` on two cores), before TensorFlow starts; the processes a test starts inherit it. Two
-# workers each running two intra-op threads on two cores made every run wait on the other's:
-# 5 % more wall time on a slice of the suite (resume, recipes, Siamese, TapeModel: 126.7 s against
-# 119.9 s). The setting only divides the cores: runs compared with each other use the same one.
+# workers each running two intra-op threads on two cores made every run wait on the other's: on a
+# slice of the suite (resume, recipes, Siamese, TapeModel; 85 tests, `-n 2`, alternated) 158.6 and
+# 152.1 s of pytest with two threads, 142.9 and 136.1 s with one. The setting only divides the
+# cores: the runs a test compares with each other use the same one.
 if os.environ.get("PYTEST_XDIST_WORKER") and "TF_NUM_INTRAOP_THREADS" not in os.environ:
     _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     os.environ["TF_NUM_INTRAOP_THREADS"] = str(max(1, (os.cpu_count() or 1) // _workers))
