@@ -148,6 +148,10 @@ CASES: dict[str, list[Case]] = {
         Case([*QUICK, "tune.max_trials=4"], r"tune\.max_trials=4 does nothing.*tune=random"),
         Case([*QUICK, "tune=random", "tune.sampler=random"], r"tune\.sampler=random.*tune=optuna"),
         Case([*QUICK, "force_resume=true"], r"force_resume=true does nothing.*resume=true"),
+        Case(
+            [*QUICK, "model.conv_blocks=[[8,1]]"],
+            r"model\.conv_blocks=\[\[8,1\]\] does nothing.*model\.architecture=cnn",
+        ),
     ],
     "unknown-choice": [
         Case(
