@@ -22,6 +22,15 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "TF_NUM_INTRAOP_THREADS" not in os.
     _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     os.environ["TF_NUM_INTRAOP_THREADS"] = str(max(1, (os.cpu_count() or 1) // _workers))
 
+# Grappler, TensorFlow's graph optimiser, off in the tests (`TAPEFIT_TESTS_GRAPPLER=on` keeps
+# TensorFlow's default): the tests' graphs run a few steps each, so optimising them costs more
+# than it saves (a two-step run of the MLP, the digits CNN and the Siamese LSTM, alternated in one
+# process: 1.25 -> 1.06 s, 3.14 -> 2.73 s, 2.83 -> 2.36 s). Every comparison a test makes is
+# between runs under the same setting; the tests that compare TapeModel with Keras' own step are
+# marked `tf_defaults` and run with Grappler on, as users' runs do. The forking server
+# (tests/zygote.py) reads the same variable, so the runs it forks match.
+os.environ.setdefault("TAPEFIT_TESTS_GRAPPLER", "off")
+
 # isort: split
 import keras  # noqa: E402
 import pytest  # noqa: E402
@@ -41,6 +50,23 @@ _cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     _cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
 )
+
+
+GRAPPLER_OFF = os.environ["TAPEFIT_TESTS_GRAPPLER"] == "off"
+tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": GRAPPLER_OFF})
+
+
+@pytest.fixture(autouse=True)
+def _graph_optimisation(request):
+    """TensorFlow's default graph optimisation for the tests marked `tf_defaults`."""
+    if not (GRAPPLER_OFF and request.node.get_closest_marker("tf_defaults")):
+        yield
+        return
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+    try:
+        yield
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 def pytest_collection_finish(session):

@@ -27,7 +27,18 @@ PIPE, DEVNULL, STDOUT = subprocess.PIPE, subprocess.DEVNULL, subprocess.STDOUT
 ZYGOTE = Path(__file__).with_name("zygote.py")
 # Variables Python, TensorFlow or Keras read when they are imported: a request whose value
 # differs from the server's cannot be forked from it.
-IMPORT_TIME = ("TF_", "KERAS_", "CUDA_", "XLA_", "PYTHON", "OMP_", "MKL_", "OPENBLAS_")
+# TAPEFIT_TESTS_GRAPPLER: the graph optimisation the server set up for its forks (conftest.py).
+IMPORT_TIME = (
+    "TF_",
+    "KERAS_",
+    "CUDA_",
+    "XLA_",
+    "PYTHON",
+    "OMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "TAPEFIT_TESTS_GRAPPLER",
+)
 RUN_TIME = {"TF_CONFIG", "PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONFAULTHANDLER"}
 _SUPPORTED = {"cwd", "env", "stdout", "stderr", "capture_output", "text", "timeout", "check"}
 

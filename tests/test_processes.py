@@ -71,3 +71,29 @@ def test_an_import_time_variable_that_differs_starts_a_real_interpreter():
     process = processes.Popen([sys.executable, "-c", "pass"], env=env)
     assert process._real is not None
     assert process.wait(timeout=60) == 0
+
+
+GRAPPLER_PROBE = (
+    "import tensorflow as tf; "
+    "print(tf.config.optimizer.get_experimental_options().get('disable_meta_optimizer'))"
+)
+
+
+def test_a_forked_run_optimises_graphs_as_the_test_process_does():
+    """The tests turn TensorFlow's graph optimiser off (conftest.py): a forked child has it off
+    too; a real interpreter started without the tests' setting has TensorFlow's default."""
+    forked = processes.run(
+        [sys.executable, "-c", GRAPPLER_PROBE], capture_output=True, text=True, timeout=120
+    )
+    assert forked.stdout.strip() == str(os.environ["TAPEFIT_TESTS_GRAPPLER"] == "off")
+    real = subprocess.run(
+        [sys.executable, "-c", GRAPPLER_PROBE], capture_output=True, text=True, timeout=120
+    )
+    assert real.stdout.strip() in ("None", "False")
+
+
+@pytest.mark.tf_defaults
+def test_a_test_marked_tf_defaults_runs_with_the_graph_optimiser_on():
+    import tensorflow as tf
+
+    assert not tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer")

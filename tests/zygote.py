@@ -53,7 +53,12 @@ def preload() -> None:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     warm_pure_python_caches()
+    import tensorflow as tf
     from tensorflow.python.eager import context
+
+    # the tests' graph optimisation (tests/conftest.py), inherited by every fork
+    off = os.environ.get("TAPEFIT_TESTS_GRAPPLER") == "off"
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": off})
 
     if context.context()._context_handle is not None:
         raise RuntimeError("an import started TensorFlow's runtime: forks would share it")

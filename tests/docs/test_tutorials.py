@@ -88,6 +88,7 @@ def test_tape_basics(tmp_path):
     assert_png(results["png"])
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 def test_mnist_hand_written_loop_and_fit_end_bit_for_bit_equal(tmp_path):
     results = script("mnist_tape_vs_fit").main(tmp_path)
     for kind in ("mlp", "cnn"):

@@ -175,6 +175,7 @@ class BuiltinStep(BackboneClassifier):
         return keras.Model.train_step(self, data)
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 @pytest.mark.parametrize("backbone_training", [False, True])
 def test_the_tape_step_equals_keras_builtin_step_bitwise(backbone_training):
     rng = np.random.default_rng(0)

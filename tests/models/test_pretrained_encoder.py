@@ -113,6 +113,7 @@ class TapePooled(PooledBackbone, TapeModel):
     pass
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 @pytest.mark.slow  # trains whole runs (make test-fast leaves it out)
 def test_tapemodel_trains_a_pretrained_backbone_as_keras_own_step(preset):
     """Bitwise: the same loaded BERT backbone (dropout on), pooling and head, trained by

@@ -417,6 +417,7 @@ def test_validation_intervals_over_a_stream_of_unknown_length(tmp_path, interval
     assert rows[-1]["step"] == 2 * STEPS  # both passes over the stream, not a step more
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 @pytest.mark.slow
 def test_ema_validation_equals_keras_swap_ema_weights_on_plain_keras():
     """Plain Keras is the control: a keras.Model with Keras' own SwapEMAWeights validates with

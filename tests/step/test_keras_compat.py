@@ -298,6 +298,7 @@ def save_outcome(model, path):
     return "reloads"
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 @pytest.mark.parametrize("pattern", list(PATTERNS))
 def test_tapemodel_trains_saves_and_reloads_as_keras_model_does(pattern, tmp_path):
     control, control_history = train(keras.Model, pattern)
@@ -327,6 +328,7 @@ THROUGH_THE_STEP = (
 )
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 @pytest.mark.slow  # every pattern on two replicas: make test-fast leaves it out
 @pytest.mark.parametrize("pattern", list(PATTERNS))
 def test_under_mirrored_strategy(pattern, mirrored_strategy):
@@ -445,6 +447,7 @@ def encoder_step(base):
     return model
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 def test_a_model_its_step_built_without_calling_it_saves_its_weights(tmp_path):
     """Keras saves such a model unbuilt, without its weights (a warning only); TapeModel marks
     it built once its step has built every layer, so the file reloads."""

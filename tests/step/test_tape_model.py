@@ -80,11 +80,13 @@ def assert_same_training(results, atol=0.0):
     assert max(np.abs(a - b).max() for a, b in zip(initial, tape.get_weights(), strict=True)) > 1e-3
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 @pytest.mark.slow
 def test_fidelity_cnn_with_batchnorm_and_dropout():
     assert_same_training(train_both())
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 @pytest.mark.slow
 def test_fidelity_with_sample_weights_and_regularisation_loss():
     results = train_both(regulariser=True, sample_weights=True)
@@ -92,18 +94,21 @@ def test_fidelity_with_sample_weights_and_regularisation_loss():
     assert len(results[1][0].losses) == 2  # the two L2 terms are part of the tape's loss
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 @pytest.mark.slow  # a fresh process or an XLA compile (make test-fast leaves it out)
 def test_fidelity_with_steps_per_execution_and_jit_compile():
     assert_same_training(train_both(steps_per_execution=3))
     assert_same_training(train_both(jit_compile=True))
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 @pytest.mark.slow  # trains whole runs (make test-fast leaves it out)
 def test_fidelity_under_mirrored_strategy_on_two_logical_cpus(mirrored_strategy):
     results = train_both(strategy=mirrored_strategy)
     assert_same_training(results)
 
 
+@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
 @pytest.mark.slow
 def test_mixed_float16_scales_the_loss_like_keras():
     keras.mixed_precision.set_global_policy("mixed_float16")
