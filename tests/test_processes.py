@@ -82,14 +82,9 @@ GRAPPLER_PROBE = (
 def test_a_forked_run_optimises_graphs_as_the_test_process_does():
     """The tests turn TensorFlow's graph optimiser off (conftest.py): a forked child has it off
     too; a real interpreter started without the tests' setting has TensorFlow's default."""
-    forked = processes.run(
-        [sys.executable, "-c", GRAPPLER_PROBE], capture_output=True, text=True, timeout=120
-    )
-    assert forked.stdout.strip() == str(os.environ["TAPEFIT_TESTS_GRAPPLER"] == "off")
-    real = subprocess.run(
-        [sys.executable, "-c", GRAPPLER_PROBE], capture_output=True, text=True, timeout=120
-    )
-    assert real.stdout.strip() in ("None", "False")
+    forked, real = both([sys.executable, "-c", GRAPPLER_PROBE], timeout=120)
+    off = processes.server_env()["TAPEFIT_TESTS_GRAPPLER"] == "off"
+    assert forked.stdout.strip() == str(off) and real.stdout.strip() == "False"
 
 
 @pytest.mark.tf_defaults

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,7 +109,7 @@ def build_checked_model(
             cfg.data.get("_target_", "the data"),
             spec.checkpoint.init_from,
         )
-        settings = replica_safe(spec.compile, strategy)
+        settings = whole_executions(replica_safe(spec.compile, strategy), trainer)
         compiled = compile_model(model, settings, steps_of(data.train, trainer.steps_per_epoch))
         build_before_training(model, data.train, f"model._target_={cfg.model._target_}")
         build_step_variables(model, data.train)
@@ -143,6 +144,44 @@ def replica_safe(settings: CompileSettings, strategy: tf.distribute.Strategy) ->
         replicas,
     )
     return dataclasses.replace(settings, steps_per_execution=1)
+
+
+def whole_executions(settings: CompileSettings, trainer: TrainerConfig) -> CompileSettings:
+    """The compile settings, with as many steps per execution as divide the run's counted
+    lengths (`trainer.steps_per_epoch`, `trainer.validation_steps`,
+    `trainer.val_check_interval`). Keras runs whole executions: with 8 steps an execution
+    and `steps_per_epoch=2` it trains 8 steps an epoch, not 2 (and validates 8 batches for
+    `validation_steps=1`). So a count that 8 does not divide runs with fewer steps an
+    execution (their greatest common divisor), and says so.
+
+    Example:
+        >>> from tapefit.training.compiling import CompileSettings
+        >>> whole_executions(
+        ...     CompileSettings(steps_per_execution=8), TrainerConfig(steps_per_epoch=12)
+        ... ).steps_per_execution
+        4
+    """
+    counted = {
+        "trainer.steps_per_epoch": trainer.steps_per_epoch,
+        "trainer.validation_steps": trainer.validation_steps,
+        "trainer.val_check_interval": trainer.val_check_interval,
+    }
+    per_execution = settings.steps_per_execution
+    uneven = {key: value for key, value in counted.items() if value and value % per_execution}
+    if not uneven:
+        return settings
+    steps = math.gcd(per_execution, *uneven.values())
+    log.warning(
+        "trainer.steps_per_execution=%d runs as %d: Keras runs whole executions, so %s "
+        "would run past its count (not a multiple of %d); give counts %d divides to keep %d",
+        per_execution,
+        steps,
+        " and ".join(f"{key}={value}" for key, value in uneven.items()),
+        per_execution,
+        per_execution,
+        per_execution,
+    )
+    return dataclasses.replace(settings, steps_per_execution=steps)
 
 
 def build_logger(node: Any) -> Any:

@@ -9,7 +9,8 @@ files are added).
 
 **Run.** A page that runs commands declares, visibly in its source, the small overrides that
 keep them fast: `<!-- run: trainer.epochs=1 trainer.steps_per_epoch=2 -->`, added after each
-command (a command's own values lose; `tune.*` ones only after a command that runs a search);
+command (a command's own values lose; `tune.*` ones only after a command that runs a search,
+the digits CNN's sizes `model.conv_blocks`/`model.dense_units` only after one that trains it);
 with the word `python-above`, the page's Python blocks above its first command run first (they
 write the files the commands read). Every command then runs through the real CLI (one process
 per page, `tests.helpers.run_cli_batch`), each in its own run directory
@@ -227,17 +228,28 @@ FAILS = {
 }
 
 
+# The page's overrides that size the default run's digits CNN as the tests do
+# (tests.helpers.SMALL_CNN), and the words of a command that trains another model.
+CNN_SIZE = ("model.conv_blocks=", "model.dense_units=")
+OTHER_MODEL = ("experiment=", "model=", "model.architecture=")
+
+
 def applicable(extra: list[str], words: list[str]) -> list[str]:
     """The page's small overrides that act on the command `words`: `tune.*` ones (and
-    `tune.lr_find.*` ones) only where it runs a search (an lr_find): elsewhere they would do
-    nothing, which tapefit refuses (docs/reference/errors.md, "inert-setting")."""
+    `tune.lr_find.*` ones) only where it runs a search (an lr_find), and the CNN's sizes
+    (`model.conv_blocks`, `model.dense_units`) only where it trains the default digits CNN:
+    elsewhere they would do nothing, which tapefit refuses (docs/reference/errors.md,
+    "inert-setting")."""
     algorithm = next((w.split("=", 1)[1] for w in words if w.startswith("tune=")), "none")
-    return [
-        word
-        for word in extra
-        if not word.startswith("tune.")
-        or (algorithm != "none" and (algorithm == "lr_find") == word.startswith("tune.lr_find."))
-    ]
+    searches = algorithm != "none"
+    default_cnn = not any(word.lstrip("+").startswith(OTHER_MODEL) for word in words)
+
+    def acts(word: str) -> bool:
+        if word.startswith("tune."):
+            return searches and (algorithm == "lr_find") == word.startswith("tune.lr_find.")
+        return default_cnn or not word.startswith(CNN_SIZE)
+
+    return [word for word in extra if acts(word)]
 
 
 def runs_of(page: Path) -> list[tuple[int, str, list[str]]]:

@@ -1,0 +1,50 @@
+"""The compile settings a run adjusts before training, and says so."""
+
+import json
+import logging
+
+import keras
+import pytest
+
+import tapefit
+from tapefit.config.schemas import TrainerConfig
+from tapefit.runner.preparation import whole_executions
+from tapefit.training.compiling import CompileSettings
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        ({"steps_per_epoch": 16, "validation_steps": 8}, 8),  # multiples: unchanged
+        ({}, 8),  # the data ends each epoch: a short last execution, nothing past it
+        ({"steps_per_epoch": 2, "validation_steps": 1}, 1),
+        ({"steps_per_epoch": 12}, 4),
+        ({"steps_per_epoch": 16, "validation_steps": 4}, 4),
+        ({"val_check_interval": 6}, 2),
+    ],
+)
+def test_steps_per_execution_divides_every_count_a_run_stops_at(counts, expected, caplog):
+    settings = CompileSettings(steps_per_execution=8)
+    with caplog.at_level(logging.WARNING, logger="tapefit"):
+        got = whole_executions(settings, TrainerConfig(**counts))
+    assert got.steps_per_execution == expected
+    if expected == 8:
+        assert got is settings and not caplog.records
+        return
+    (record,) = caplog.records
+    uneven = [f"trainer.{k}={v}" for k, v in counts.items() if v % 8]
+    assert record.getMessage().startswith(
+        f"trainer.steps_per_execution=8 runs as {expected}: Keras runs whole executions, "
+        f"so {' and '.join(uneven)} would run past its count"
+    )
+
+
+def test_a_run_trains_and_validates_the_steps_it_was_given(tmp_path):
+    """The default experiment runs 8 steps an execution; 2 steps an epoch train 2, not 8."""
+    overrides = ["trainer.epochs=2", "trainer.steps_per_epoch=2", "trainer.validation_steps=1"]
+    cfg = tapefit.compose([*overrides, "model.architecture=mlp", "trainer.verbose=0"])
+    assert cfg.trainer.steps_per_execution == 8
+    tapefit.run(cfg, tmp_path)
+    model = keras.models.load_model(tmp_path / "model.keras")
+    assert int(model.optimizer.iterations) == 4
+    assert json.loads((tmp_path / "metrics.json").read_text())["epochs_run"] == 2
