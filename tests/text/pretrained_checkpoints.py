@@ -22,13 +22,16 @@ SIZES = {"num_layers": 2, "num_heads": 2, "hidden_dim": 16, "intermediate_dim": 
 MAX_LENGTH = 64
 
 
-def tiny_backbone(seed: int = 0):
-    """A random 2-layer BERT backbone over `VOCABULARY` (every weight drawn from `seed`)."""
+def tiny_backbone(seed: int = 0, num_layers: int = SIZES["num_layers"]):
+    """A random BERT backbone over `VOCABULARY`, 2 layers unless `num_layers` says otherwise
+    (every weight drawn from `seed`)."""
     import keras_hub
 
     keras.utils.set_random_seed(seed)
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=len(VOCABULARY), max_sequence_length=MAX_LENGTH, **SIZES
+        vocabulary_size=len(VOCABULARY),
+        max_sequence_length=MAX_LENGTH,
+        **{**SIZES, "num_layers": num_layers},
     )
     rng = np.random.default_rng(seed)
     for weight in backbone.weights:
@@ -121,6 +124,7 @@ def write_hf_folder(
     pooling: str | None = "mean",
     weights: str = "safetensors",
     model_type: str = "bert",
+    num_layers: int = SIZES["num_layers"],
 ):
     """A Hugging Face-format BERT folder as sentence-transformers saves it; returns the
     backbone whose weights it holds.
@@ -134,11 +138,13 @@ def write_hf_folder(
             or any other sentence-transformers mode name); None: a plain transformers folder.
         weights: `safetensors`, or `pytorch` (a pytorch_model.bin stand-in only).
         model_type: config.json's `model_type`.
+        num_layers: The encoder's layers (a test whose subject is not the conversion of
+            each layer takes 1).
     """
     from safetensors.numpy import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
-    backbone = tiny_backbone(seed)
+    backbone = tiny_backbone(seed, num_layers)
     if weights == "safetensors":
         save_file(hf_bert_weights(backbone), str(folder / "model.safetensors"))
     else:
@@ -148,7 +154,7 @@ def write_hf_folder(
         "model_type": model_type,
         "vocab_size": len(VOCABULARY),
         "hidden_size": SIZES["hidden_dim"],
-        "num_hidden_layers": SIZES["num_layers"],
+        "num_hidden_layers": num_layers,
         "num_attention_heads": SIZES["num_heads"],
         "intermediate_size": SIZES["intermediate_dim"],
         "hidden_act": "gelu",
