@@ -119,7 +119,9 @@ class TrainerConfig:
     # Validate every N training steps instead of at epoch ends: History, callbacks, checkpoints
     # and sweeps then count validation intervals as epochs. null: at epoch ends.
     val_check_interval: int | None = None
-    steps_per_execution: int = 1  # steps run inside one tf.function call (callbacks see every Nth)
+    # steps run inside one tf.function call (callbacks see every Nth); fewer when it does not
+    # divide steps_per_epoch, validation_steps or val_check_interval (the log says so)
+    steps_per_execution: int = 1
     jit_compile: bool | None = None  # null: Keras' "auto" (XLA where supported, never on CPU)
     run_eagerly: bool = False  # run the step eagerly (Python debugging; much slower)
     verbose: int = 1  # 0 silent, 1 progress bar, 2 one line per epoch
