@@ -19,7 +19,7 @@ MEASURED = ("step_s", "step_min_s", "pairs_per_s", "encode_per_s", "first_step_s
 
 @pytest.mark.slow
 def test_quick_run_measures_every_variant_but_the_peer(tmp_path, capsys, monkeypatch):
-    write_hf_folder(tmp_path / "tiny")
+    write_hf_folder(tmp_path / "tiny", num_layers=1)
     benchmark = load("pretrained_benchmark")
     # each variant still in a process of its own, forked from the tests' warm interpreter
     monkeypatch.setattr(benchmark, "subprocess", processes)

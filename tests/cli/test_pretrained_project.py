@@ -48,7 +48,7 @@ FILES = [
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("project")
-    write_hf_folder(root / "checkpoints" / "st", pooling="mean")
+    write_hf_folder(root / "checkpoints" / "st", pooling="mean", num_layers=1)
     (root / "data").mkdir()
     for name, count, seed in (("train", 192, 0), ("dev", 48, 1), ("test", 48, 2)):
         write_pairs(root / "data" / f"{name}.csv", count, seed)
@@ -109,8 +109,9 @@ def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(pro
     )
     assert warm.returncode == 0, warm.stderr[-3000:]
     log = (project / "runs" / "warm" / "tapefit.log").read_text()
+    # every weight from runs/ft: none kept at its start value
     loaded = re.search(r"init_from=runs/ft: (\d+) weights loaded, 0 kept", log)
-    assert loaded and int(loaded[1]) > 30, log[-2000:]
+    assert loaded and int(loaded[1]) > 0, log[-2000:]
 
 
 @pytest.mark.parametrize(

@@ -91,9 +91,9 @@ def finished_search(tmp_path_factory):
             "tune=grid",
             "tune.executions_per_trial=2",
             "tune.max_consecutive_failures=4",
-            "trainer.epochs=2",
+            "trainer.epochs=1",
             "trainer.verbose=0",
-            "data.train_limit=320",
+            "data.train_limit=128",
         ]
     )
     cfg.tune.space = {
