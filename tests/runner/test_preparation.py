@@ -48,3 +48,27 @@ def test_a_run_trains_and_validates_the_steps_it_was_given(tmp_path):
     model = keras.models.load_model(tmp_path / "model.keras")
     assert int(model.optimizer.iterations) == 4
     assert json.loads((tmp_path / "metrics.json").read_text())["epochs_run"] == 2
+
+
+def test_keras_alone_runs_whole_executions_past_steps_per_epoch():
+    """The control: plain Keras, 4 steps an execution, 2 steps an epoch, trains 4 an epoch
+    (what `whole_executions` prevents; if Keras stops doing it, this fails and says so)."""
+    import numpy as np
+
+    x = np.zeros((64, 3), "float32")
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse", steps_per_execution=4)
+    model.fit(x, x[:, :1], batch_size=4, epochs=1, steps_per_epoch=2, verbose=0)
+    assert int(model.optimizer.iterations) == 4
+
+
+@pytest.mark.slow  # a process of its own (make test-fast leaves it out)
+def test_the_command_line_says_it_runs_fewer_steps_an_execution(tmp_path):
+    from tests.helpers import run_cli
+
+    overrides = ["trainer.epochs=1", "trainer.steps_per_epoch=2", "trainer.validation_steps=1"]
+    result = run_cli("model.architecture=mlp", *overrides, f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    log = (tmp_path / "tapefit.log").read_text()
+    assert "trainer.steps_per_execution=8 runs as 1: Keras runs whole executions" in log
+    assert (tmp_path / "steps.csv").read_text().splitlines()[-1].startswith("2,")
