@@ -173,10 +173,11 @@ def whole_executions(settings: CompileSettings, trainer: TrainerConfig) -> Compi
     steps = math.gcd(per_execution, *uneven.values())
     log.warning(
         "trainer.steps_per_execution=%d runs as %d: Keras runs whole executions, so %s "
-        "would run past its count (not a multiple of %d); give counts %d divides to keep %d",
+        "would run past %s (not a multiple of %d); give counts %d divides to keep %d",
         per_execution,
         steps,
         " and ".join(f"{key}={value}" for key, value in uneven.items()),
+        "its count" if len(uneven) == 1 else "their counts",
         per_execution,
         per_execution,
         per_execution,

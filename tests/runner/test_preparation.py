@@ -33,9 +33,10 @@ def test_steps_per_execution_divides_every_count_a_run_stops_at(counts, expected
         return
     (record,) = caplog.records
     uneven = [f"trainer.{k}={v}" for k, v in counts.items() if v % 8]
+    counts_word = "its count" if len(uneven) == 1 else "their counts"
     assert record.getMessage().startswith(
         f"trainer.steps_per_execution=8 runs as {expected}: Keras runs whole executions, "
-        f"so {' and '.join(uneven)} would run past its count"
+        f"so {' and '.join(uneven)} would run past {counts_word} (not a multiple of 8)"
     )
 
 
