@@ -23,6 +23,7 @@ from tapefit.callbacks.stop_on_signal import RunInterrupted
 from tapefit.config.schemas import OPTUNA_KEYS, TuneAlgorithm, TuneConfig
 from tapefit.errors import TapefitError
 from tapefit.runner.validation import check_config
+from tapefit.sweeps.oracle_chief import serve_oracle
 from tapefit.sweeps.search_dir import begin_search
 from tapefit.sweeps.search_results import finish, write_summary
 from tapefit.sweeps.search_space import active_values, declare
@@ -98,6 +99,18 @@ class TrialRunner(kt.engine.base_tuner.BaseTuner):
 
     def trial_dir(self, trial_id: str, execution: int = 0) -> Path:
         return self.runs.trial_dir(trial_id, execution)
+
+    def search(self, *fit_args: Any, **fit_kwargs: Any) -> None:
+        """keras-tuner's search; the chief of a distributed one serves its oracle until the
+        last tuner is done, then returns at once (`serve_oracle`; keras-tuner's own loop
+        lingers up to 20 s more)."""
+        if not dist_utils.is_chief_oracle():
+            return super().search(*fit_args, **fit_kwargs)
+        self.oracle.verbose = fit_kwargs.get("verbose", self.oracle.verbose)
+        self.save()  # as keras-tuner's chief does: a resumed chief reloads it
+        address = f"{os.environ['KERASTUNER_ORACLE_IP']}:{os.environ['KERASTUNER_ORACLE_PORT']}"
+        serve_oracle(self.oracle, address)
+        return None
 
     def run_trial(self, trial: Any, *args: Any, **kwargs: Any) -> dict[str, float]:
         hp = trial.hyperparameters
