@@ -6,10 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-fast docs docs-config lint format bench clean
 
+# uv installs what pip would, about twice as fast (its own resolver, parallel downloads); the
+# bytecode is compiled at install time, as pip does, so no process compiles it again.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet uv
+	$(BIN)/python -m uv pip install --quiet --python $(BIN)/python --compile-bytecode -e '.[dev]'
 	touch $(STAMP)
 
 run: $(STAMP)
