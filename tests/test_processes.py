@@ -94,3 +94,26 @@ def test_a_test_marked_tf_defaults_runs_with_the_graph_optimiser_on():
     import tensorflow as tf
 
     assert not tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer")
+
+
+LOGS_AFTER_CONFIG = """
+import logging.config
+import tensorflow as tf
+# as Hydra configures a job's logging: the handlers made before are shut down (absl's closes
+# its stream unless it is sys.stderr)
+logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})
+tf.get_logger().warning("probe line")
+"""
+
+
+def test_tensorflows_logger_writes_to_the_childs_stderr_after_a_logging_config(tmp_path):
+    result = processes.run(
+        [sys.executable, "-c", LOGS_AFTER_CONFIG],
+        env=processes.server_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Logging error" not in result.stderr
+    assert result.stderr.count("probe line") == 1

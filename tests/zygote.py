@@ -109,6 +109,21 @@ def open_output(path: str | None, fd: int) -> None:
     os.close(target)
 
 
+def rebind_log_streams(inherited: dict) -> None:
+    """Point the logging handlers made before the fork (TensorFlow's and absl's, bound to the
+    server's `sys.stderr` at import) at the child's own streams, as in a fresh interpreter.
+    Left on the server's, they broke at the child's first logging configuration: absl's handler
+    closes its stream when it is no longer `sys.stderr`, and the `tensorflow` logger, which
+    writes to the same object, then printed "--- Logging error ---" for each of its lines."""
+    import logging
+
+    for reference in list(logging._handlerList):
+        handler = reference()
+        for name, stream in inherited.items():
+            if handler is not None and getattr(handler, "stream", None) is stream:
+                handler.stream = getattr(sys, name)
+
+
 def run_child(request: dict) -> int:
     """In the forked child: become the requested interpreter run; its exit code."""
     import io
@@ -129,6 +144,7 @@ def run_child(request: dict) -> int:
     open_output(request["stdout"], 1)
     open_output(request["stderr"], 2)
     unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    inherited = {"stdout": sys.stdout, "stderr": sys.stderr}
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
     sys.stdout = io.TextIOWrapper(
         io.FileIO(1, "w", closefd=False), write_through=unbuffered, line_buffering=unbuffered
@@ -137,6 +153,7 @@ def run_child(request: dict) -> int:
         io.FileIO(2, "w", closefd=False), errors="backslashreplace", line_buffering=True
     )
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+    rebind_log_streams(inherited)
 
     argv = request["argv"]
     sys.orig_argv = [sys.executable, *argv]
