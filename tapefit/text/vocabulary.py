@@ -17,9 +17,16 @@ _PUNCTUATION = re.compile(rb'[!"#$%&()\*\+,-\./:;<=>?@\[\\\]^_`{|}~\']')
 _SPECIAL_ENTRIES = 2
 
 
-def _words(text: Any) -> list[bytes]:
-    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
-    return _PUNCTUATION.sub(b"", data.lower()).split()
+def _words(text: Any, index: int) -> list[bytes]:
+    if hasattr(text, "numpy"):  # a TensorFlow string scalar (from a tensor or a dataset)
+        text = text.numpy()
+    if isinstance(text, str):
+        text = text.encode("utf-8")
+    if not isinstance(text, bytes):
+        raise TapefitError(
+            f"text {index} is a {type(text).__name__}, not a string: give the texts as strings"
+        )
+    return _PUNCTUATION.sub(b"", text.lower()).split()
 
 
 def adapt_vocabulary(texts: Iterable[Any], max_tokens: int | None = 20000) -> list[str]:
@@ -29,7 +36,7 @@ def adapt_vocabulary(texts: Iterable[Any], max_tokens: int | None = 20000) -> li
     in Python (a tenth of the time on a few thousand texts: no layer, pipeline or trace).
 
     Args:
-        texts: Strings (or UTF-8 bytes), one per text.
+        texts: Strings (or UTF-8 bytes, or TensorFlow string scalars), one per text.
         max_tokens: The vocabulary's size counting padding and OOV, as `TextVectorization`
             counts it; None: every word.
 
@@ -37,8 +44,8 @@ def adapt_vocabulary(texts: Iterable[Any], max_tokens: int | None = 20000) -> li
         The words, most frequent first.
 
     Raises:
-        TapefitError: if `max_tokens` leaves no room for a word (1 or 2), or the texts hold no
-            tokens at all.
+        TapefitError: if `max_tokens` leaves no room for a word (1 or 2), a text is not a
+            string, or the texts hold no tokens at all.
 
     Example:
         >>> adapt_vocabulary(["The cat sat.", "the CAT", "a dog!"])
@@ -50,8 +57,8 @@ def adapt_vocabulary(texts: Iterable[Any], max_tokens: int | None = 20000) -> li
             "at least 3, or None for every word"
         )
     counts: Counter[bytes] = Counter()
-    for text in texts:
-        counts.update(_words(text))
+    for index, text in enumerate(texts):
+        counts.update(_words(text, index))
     ranked = sorted(counts.items(), key=lambda item: (item[1], item[0]), reverse=True)
     if max_tokens:
         ranked = ranked[: max_tokens - _SPECIAL_ENTRIES]

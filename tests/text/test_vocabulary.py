@@ -68,13 +68,22 @@ def test_the_vocabulary_equals_keras_text_vectorization_adapt(max_tokens):
             assert adapt_vocabulary(texts, max_tokens) == expected
 
 
-def test_bytes_and_numpy_texts_read_as_their_strings():
+def test_bytes_numpy_and_tensorflow_texts_read_as_their_strings():
     import numpy as np
+    import tensorflow as tf
 
     as_str = adapt_vocabulary(TRICKY)
     assert adapt_vocabulary([t.encode("utf-8") for t in TRICKY]) == as_str
     assert adapt_vocabulary(np.array(TRICKY, dtype=object)) == as_str
     assert adapt_vocabulary(np.array(TRICKY)) == as_str
+    assert adapt_vocabulary(tf.constant(TRICKY)) == as_str
+    assert adapt_vocabulary(tf.data.Dataset.from_tensor_slices(TRICKY)) == as_str
+
+
+def test_a_text_that_is_not_a_string_is_refused_in_one_line():
+    with pytest.raises(TapefitError) as refused:
+        adapt_vocabulary(["a cat", 5, "a dog"])
+    assert str(refused.value) == "text 1 is a int, not a string: give the texts as strings"
 
 
 @pytest.mark.parametrize("max_tokens", [1, 2])
