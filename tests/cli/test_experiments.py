@@ -38,31 +38,42 @@ def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys, mo
     # two of the encoders (the table's LSTM baseline and the cheap bag): the path, not the sizes
     encoders = {name: benchmark.ENCODERS[name] for name in ("lstm", "bag")}
     monkeypatch.setattr(benchmark, "ENCODERS", encoders)
+    # and the CNN of the recipe and full-epoch parts cut to one block (tests.helpers.SMALL_CNN):
+    # its BatchNorm and Dropout still there, about half the tracing
+    cnn = benchmark.cnn_layers
+    monkeypatch.setattr(
+        benchmark,
+        "cnn_layers",
+        lambda *args, **kwargs: cnn(*args, **kwargs, conv_blocks=[[8, 1]], dense_units=32),
+    )
+    # The smallest sizes the options take, but for 3 windows in rounds of 2 (an uneven last
+    # round) and 2 epoch repeats (a median of more than one). Most of the time is tracing: the
+    # recipes' four CNNs, the two full-epoch CNNs, the encoders and the MLP's four variants.
     report = benchmark.main(
         [
             "--models",  # the CNN runs in the recipe and full-epoch parts, the Siamese model
             "mlp",  # in the encoders' part: every workload, every variant, once
             "--steps",
-            "2",
+            "1",
             "--windows",
             "3",
             "--windows-per-round",
             "2",
-            "--eager-divisor",
+            "--eager-divisor",  # eager windows: max(2, steps // divisor) steps
             "2",
             "--full-epoch",
-            "--epoch-samples",
-            "64",
+            "--epoch-samples",  # one batch
+            "4",
             "--epoch-repeats",
             "2",
             "--recipes",
-            "--updates",
-            "20",
+            "--updates",  # a warm-up of updates // 4 = 1, then 4 timed per repeat
+            "4",
             "--encoders",
             "--retrieval-size",
-            "200",
-            "--batch-size",  # a quarter of the benchmark's: every workload's step, cheaper
-            "16",
+            "20",
+            "--batch-size",  # a sixteenth of the benchmark's: every workload's step, cheaper
+            "4",
             "--json",
             str(tmp_path / "b.json"),
         ]
@@ -73,9 +84,9 @@ def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys, mo
     assert "target: every recipe / constant <= 1.02, paired (worst " in out
     assert set(report["encoders"]) == {"lstm", "bag"}
     for encoder in report["encoders"].values():
-        assert encoder["pairs_per_s"] == pytest.approx(16 / (encoder["median_ms"] / 1e3))
+        assert encoder["pairs_per_s"] == pytest.approx(4 / (encoder["median_ms"] / 1e3))
         assert encoder["encode_s"] > 0
-    assert report["retrieval_s"] > 0 and "retrieval 200 x 200 (recall@1/5/10" in out
+    assert report["retrieval_s"] > 0 and "retrieval 20 x 20 (recall@1/5/10" in out
     ema, constant = report["recipes"]["ema"], report["recipes"]["constant"]
     assert len(ema["round_median_ms"]) == 2  # rounds of 2 windows then 1
     rounds = zip(ema["round_median_ms"], constant["round_median_ms"], strict=True)
@@ -93,7 +104,7 @@ def test_benchmark_smoke_run_prints_and_saves_every_variant(tmp_path, capsys, mo
     for epoch in report["full_epoch"].values():
         assert 0 < epoch["min_s"] <= epoch["median_s"] <= epoch["max_s"]
     assert set(report["full_epoch"]) == {"tapefit", "builtin"}
-    assert "64-sample CNN epoch, seconds, median of 2" in out
+    assert "\n4-sample CNN epoch, seconds, median of 2" in out
     saved = json.loads((tmp_path / "b.json").read_text())
     assert saved["mlp"]["tapefit"]["median_ms"] == report["mlp"]["tapefit"]["median_ms"]
 
@@ -160,7 +171,8 @@ def test_contrastive_benchmark_measures_memory_retrieval_and_the_mining_loop(
     benchmark = load("contrastive_benchmark")
     # each memory cell still in a process of its own, forked from the tests' warm interpreter
     monkeypatch.setattr(benchmark, "subprocess", processes)
-    tiny = ["--chunk", "4", "--steps", "3", "--budget-mb", "100000"]
+    # --steps 2: the first step (tracing, timed apart) and the one the median is of
+    tiny = ["--chunk", "4", "--steps", "2", "--budget-mb", "100000"]
     report = benchmark.main(["memory", "--batches", "8", *tiny])
     assert [(c["batch"], c["chunk"]) for c in report["cells"]] == [(8, None), (8, 4)]
     for cell in report["cells"]:

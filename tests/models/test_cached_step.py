@@ -44,8 +44,11 @@ SIDES = [texts(BATCH, seed) for seed in (1, 2, 3)]  # anchors, positives, hard n
 
 def model_for(loss, chunk=None, dropout=0.0, optimizer="sgd", **compile_options):
     keras.utils.set_random_seed(7)
+    # 6 tokens: the 4 words of each text and 2 masked padding positions (32, the default, made
+    # the eager chunk-by-chunk LSTM loops about four times as long, for 28 padding steps)
     model = SiameseModel.from_texts(
         [t for side in SIDES for t in side],
+        sequence_length=6,
         encoder={"units": 4, "recurrent_dropout": dropout},
         loss={**loss, "cache_chunk_size": chunk},
     )

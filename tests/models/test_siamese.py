@@ -15,7 +15,13 @@ from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.models.losses import CosineLoss, CosineMSELoss, InBatchNegativesLoss
 from tapefit.runner.train import run
 from tests import processes
-from tests.helpers import pair_file_overrides, run_cli, scalar_tags, write_pairs_tsv
+from tests.helpers import (
+    SMALL_SIAMESE,
+    pair_file_overrides,
+    run_cli,
+    scalar_tags,
+    write_pairs_tsv,
+)
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +152,9 @@ def test_contrastive_on_graded_labels_is_refused(compose, tmp_path):
 
 @pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_binary_labels_with_contrastive_report_auc(compose, tmp_path):
+    # The bag-of-embeddings encoder for 2 epochs (the loss and its threshold metrics are the
+    # subject, not the LSTM): test AUC 0.93, best accuracy 0.86, 0.85 at the validation
+    # threshold, measured; the mean-pooled LSTM for 4 epochs reached an AUC of 0.82.
     cfg = compose(
         [
             "experiment=siamese",
@@ -154,9 +163,9 @@ def test_binary_labels_with_contrastive_report_auc(compose, tmp_path):
             "data.train_size=1500",
             "data.val_size=200",
             "data.test_size=300",
-            "trainer.epochs=4",
+            "trainer.epochs=2",
             "trainer.verbose=0",
-            "model.encoder.pooling=mean",
+            *SMALL_SIAMESE,
         ]
     )
     metrics = run(cfg, tmp_path)
@@ -174,10 +183,13 @@ def test_user_pair_files_train_and_report_spearman(compose, tmp_path):
     generator = PairGenerator(seed=5)
     write_pairs_tsv(tmp_path / "train.tsv", *generator.pairs(3000))
     write_pairs_tsv(tmp_path / "test.tsv", *generator.pairs(300))
+    # The bag-of-embeddings encoder for 2 epochs (the files, their split and the report are the
+    # subject, not the LSTM): test Spearman 0.90, measured; the LSTM for 4 epochs reached 0.75.
     cfg = compose(
         [
             *pair_file_overrides(tmp_path),
-            "trainer.epochs=4",
+            *SMALL_SIAMESE,
+            "trainer.epochs=2",
             "trainer.verbose=0",
             "callbacks.early_stopping.enabled=true",
             "callbacks.early_stopping.monitor=val_spearman",
@@ -206,7 +218,9 @@ def write_sts_benchmark_file(path, generator, count):
 @pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_the_sts_preset_trains_from_the_cli_given_only_files_and_columns(tmp_path):
     generator = PairGenerator(seed=8)
-    for name, count in (("train", 800), ("dev", 200), ("test", 200)):
+    # whole batches of 64 (no second trace of the BiLSTM's steps for a short last batch) and
+    # one epoch: test Spearman 0.58, measured (0.64 after two epochs of 800, 200 and 200 pairs)
+    for name, count in (("train", 768), ("dev", 192), ("test", 192)):
         write_sts_benchmark_file(tmp_path / f"sts-{name}.csv", generator, count)
     run_dir = tmp_path / "run"
     # as a user runs it: from their own folder, relative paths, tapefit's shipped configs
@@ -216,7 +230,7 @@ def test_the_sts_preset_trains_from_the_cli_given_only_files_and_columns(tmp_pat
             ("train", "train"), ("validation", "dev"), ("test", "test"))]
         + ["data.format=tsv", "data.header=false", "data.quoting=none"]
         + ["data.text1_column=5", "data.text2_column=6", "data.label_column=4"]
-        + ["trainer.epochs=2", "trainer.verbose=0", "hydra.run.dir=run"],
+        + ["trainer.epochs=1", "trainer.verbose=0", "hydra.run.dir=run"],
         cwd=tmp_path,
         env=dict(os.environ, KERAS_BACKEND="tensorflow"),
         capture_output=True,
@@ -225,7 +239,7 @@ def test_the_sts_preset_trains_from_the_cli_given_only_files_and_columns(tmp_pat
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["samples"] == {"train": 800, "val": 200, "test": 200}
+    assert metrics["samples"] == {"train": 768, "val": 192, "test": 192}
     assert metrics["objective"] == "val_spearman" and metrics["test_spearman"] > 0.3
     config = (run_dir / ".hydra" / "config.yaml").read_text()
     assert "bidirectional: true" in config and "pooling: max" in config
@@ -235,8 +249,12 @@ def test_the_sts_preset_trains_from_the_cli_given_only_files_and_columns(tmp_pat
 
 @pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_siamese_experiment_end_to_end(tmp_path):
+    # the bag-of-embeddings encoder: the run's files, curves and TensorBoard are the subject
+    # (the LSTM's CLI runs: the STS preset above, tests/runner/test_reuse.py); test Spearman
+    # 0.76, measured (0.59 with the LSTM)
     result = run_cli(
         "experiment=siamese",
+        *SMALL_SIAMESE,
         "trainer.epochs=2",
         "data.train_size=1000",
         "data.val_size=200",
