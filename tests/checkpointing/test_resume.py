@@ -313,6 +313,10 @@ def test_sigterm_and_sigint_stop_after_the_step_with_status_interrupted(tmp_path
             sys.executable,
             "-m",
             "tapefit",
+            # the MLP on 10 steps an epoch: the first checkpoint, the signal's cue, comes
+            # after a fraction of a second of training (how the run stops is not the CNN's)
+            "model.architecture=mlp",
+            "data.train_limit=320",
             "trainer.epochs=200",
             "trainer.verbose=0",
             f"hydra.run.dir={tmp_path}",

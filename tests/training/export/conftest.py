@@ -1,5 +1,7 @@
 """Runs with `trainer.export=true` for the export tests, each trained once a session."""
 
+import importlib.util
+
 import pytest
 
 import tapefit
@@ -37,4 +39,25 @@ def siamese_export(export_run):
         "data.train_size=64",
         "data.val_size=32",
         "data.test_size=32",
+    )
+
+
+# ONNX and LiteRT exports need the `export` extra (tf2onnx converts, the run checks each file in
+# onnxruntime and LiteRT's interpreter); without it the CNN's run exports the SavedModel alone.
+EXPORT_EXTRA = all(
+    importlib.util.find_spec(name) for name in ("tf2onnx", "onnxruntime", "ai_edge_litert")
+)
+
+
+@pytest.fixture(scope="session")
+def cnn_export(export_run):
+    """The digits CNN's export, three steps of training: test_export.py serves its SavedModel
+    in a process without tapefit, test_export_formats.py runs its ONNX and LiteRT files. One
+    run for both files (two CNN runs were traced before: most of each run's cost)."""
+    formats = ["saved_model", *(["onnx", "litert"] if EXPORT_EXTRA else [])]
+    return export_run(
+        "cnn",
+        "model.architecture=cnn",
+        "trainer.steps_per_epoch=3",
+        f"trainer.export_formats=[{','.join(formats)}]",
     )

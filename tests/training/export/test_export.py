@@ -58,10 +58,10 @@ def serve(export_dir, tmp_path, inputs: dict) -> tuple[dict, dict]:
         return dict(outputs), facts
 
 
-def test_classifier_export_serves_probabilities_without_tapefit(export_run, tmp_path):
+def test_classifier_export_serves_probabilities_without_tapefit(cnn_export, tmp_path):
     from tapefit.data.images import load_digits_splits
 
-    run_dir, _ = export_run("classifier", "trainer.steps_per_epoch=3")
+    run_dir, _ = cnn_export  # the digits CNN (a Classifier), its ONNX and LiteRT files beside
     assert (run_dir / "export" / "saved_model.pb").is_file()
     images = load_digits_splits(0.15, 0.2, seed=0)["test"][0][:6]
     outputs, facts = serve(run_dir / "export", tmp_path, {"serve.0": images})
