@@ -14,57 +14,121 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.helpers import run_cli
+from tests.helpers import run_cli, shared_once
 
-# Loads export/ in a fresh interpreter that never imports tapefit, calls each endpoint named in
-# the inputs file (`<endpoint>.<argument>` arrays), and saves what they return.
+# Loads each export named on the command line (`[name, export dir, inputs file, outputs file]`
+# in JSON) in ONE fresh interpreter that never imports tapefit: calls each endpoint named in the
+# export's inputs file (`<endpoint>.<argument>` arrays) and saves what they return. An export
+# that fails is reported under its name with its traceback, and the others are still served, so
+# each test fails only on its own export. After all of them: whether tapefit got imported.
 SERVE = textwrap.dedent(
     """
-    import json, sys
+    import json, sys, traceback
     import numpy as np
     import tensorflow as tf
 
-    served = tf.saved_model.load(sys.argv[1])
-    inputs = np.load(sys.argv[2])
-    outputs = {}
-    for endpoint in sorted({key.split(".")[0] for key in inputs.files}):
-        names = sorted(key for key in inputs.files if key.startswith(endpoint + "."))
-        outputs[endpoint] = getattr(served, endpoint)(*(tf.constant(inputs[n]) for n in names))
-    np.savez(sys.argv[3], **{name: value.numpy() for name, value in outputs.items()})
-    default = served.signatures["serving_default"]
-    print(json.dumps({
-        "tapefit_imported": "tapefit" in sys.modules,
-        "serving_default": {k: [s.dtype.name, s.shape.as_list()]
-                            for k, s in default.structured_input_signature[1].items()},
-    }))
+    facts = {}
+    for name, export_dir, inputs_file, outputs_file in json.loads(sys.argv[1]):
+        try:
+            served = tf.saved_model.load(export_dir)
+            inputs = np.load(inputs_file)
+            outputs = {}
+            for endpoint in sorted({key.split(".")[0] for key in inputs.files}):
+                names = sorted(key for key in inputs.files if key.startswith(endpoint + "."))
+                outputs[endpoint] = getattr(served, endpoint)(
+                    *(tf.constant(inputs[n]) for n in names)
+                )
+            np.savez(outputs_file, **{key: value.numpy() for key, value in outputs.items()})
+            default = served.signatures["serving_default"]
+            facts[name] = {"serving_default": {
+                k: [s.dtype.name, s.shape.as_list()]
+                for k, s in default.structured_input_signature[1].items()
+            }}
+        except Exception:
+            facts[name] = {"error": traceback.format_exc()}
+    for name in facts:
+        facts[name]["tapefit_imported"] = "tapefit" in sys.modules
+    print(json.dumps(facts))
     """
 )
 
 
-def serve(export_dir, tmp_path, inputs: dict) -> tuple[dict, dict]:
-    """Call `export_dir`'s endpoints in a process without tapefit: (outputs, facts)."""
-    np.savez(tmp_path / "inputs.npz", **inputs)
-    result = subprocess.run(
-        [sys.executable, "-c", SERVE, str(export_dir), tmp_path / "inputs.npz", tmp_path / "out"],
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    facts = json.loads(result.stdout.strip().splitlines()[-1])
-    assert facts["tapefit_imported"] is False
-    with np.load(tmp_path / "out.npz") as outputs:
-        return dict(outputs), facts
-
-
-def test_classifier_export_serves_probabilities_without_tapefit(cnn_export, tmp_path):
+def cnn_inputs(run_dir) -> dict:
+    """Six test images for the digits CNN's `serve`."""
     from tapefit.data.images import load_digits_splits
 
+    return {"serve.0": load_digits_splits(0.15, 0.2, seed=0)["test"][0][:6]}
+
+
+def siamese_inputs(run_dir) -> dict:
+    """Pairs of texts for the Siamese model's `serve`, the first texts for its `encode`: words
+    of its vocabulary, a word it never saw, a text against itself, case and punctuation."""
+    words = keras.models.load_model(run_dir / "model.keras").vocabulary
+    texts_a = [" ".join(words[:4]), words[5], f"{words[1]} unseenword {words[7]}", "UPPER case"]
+    texts_b = [" ".join(words[3:0:-1]), words[5], words[9], "upper CASE, words!"]
+    return {
+        "serve.0": np.array(texts_a),
+        "serve.1": np.array(texts_b),
+        "encode.0": np.array(texts_a),
+    }
+
+
+@pytest.fixture(scope="session")
+def served_exports(request, tmp_path_factory):
+    """Both exports (conftest.py's CNN and Siamese runs) served in one process without tapefit,
+    once a session (`shared_once`: one fresh interpreter importing TensorFlow, about 5 s, not
+    one per test): name -> {"returncode", "stderr", "inputs", "outputs", "facts"}. An export
+    whose run fails is left out (its test fails in its own fixture); one that fails to serve
+    has its traceback in facts["error"]."""
+
+    def serve_all(folder):
+        exports, served = [], {}
+        for name, inputs_of in (("cnn", cnn_inputs), ("siamese", siamese_inputs)):
+            try:
+                run_dir, _ = request.getfixturevalue(f"{name}_export")
+                inputs = inputs_of(run_dir)
+            except Exception:  # the test of this export fails on it itself
+                continue
+            np.savez(folder / f"{name}-inputs.npz", **inputs)
+            served[name] = {"inputs": inputs}
+            files = [str(folder / f"{name}-{kind}.npz") for kind in ("inputs", "outputs")]
+            exports.append([name, str(run_dir / "export"), *files])
+        result = subprocess.run(
+            [sys.executable, "-c", SERVE, json.dumps(exports)],
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        facts = json.loads(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 else {}
+        for name, entry in served.items():
+            entry.update(returncode=result.returncode, stderr=result.stderr[-3000:])
+            entry["facts"] = facts.get(name, {})
+            outputs = folder / f"{name}-outputs.npz"
+            if outputs.exists():
+                with np.load(outputs) as arrays:
+                    entry["outputs"] = dict(arrays)
+        return served
+
+    return shared_once(tmp_path_factory, "served_exports", serve_all)
+
+
+def serve(served_exports, name: str) -> tuple[dict, dict, dict]:
+    """Export `name` as the process without tapefit served it: (inputs, outputs, facts)."""
+    entry = served_exports.get(name)
+    assert entry is not None, f"the {name} export was not served: its run or inputs failed"
+    assert entry["returncode"] == 0, entry["stderr"]
+    facts = entry["facts"]
+    assert "error" not in facts, facts["error"]
+    assert facts["tapefit_imported"] is False
+    return entry["inputs"], entry["outputs"], facts
+
+
+def test_classifier_export_serves_probabilities_without_tapefit(cnn_export, served_exports):
     run_dir, _ = cnn_export  # the digits CNN (a Classifier), its ONNX and LiteRT files beside
     assert (run_dir / "export" / "saved_model.pb").is_file()
-    images = load_digits_splits(0.15, 0.2, seed=0)["test"][0][:6]
-    outputs, facts = serve(run_dir / "export", tmp_path, {"serve.0": images})
+    inputs, outputs, facts = serve(served_exports, "cnn")
+    images = inputs["serve.0"]
     assert facts["serving_default"] == {"images": ["float32", [None, 8, 8, 1]]}
     expected = keras.models.load_model(run_dir / "model.keras").predict(images, verbose=0)
     assert outputs["serve"].shape == (6, 10)
@@ -72,16 +136,12 @@ def test_classifier_export_serves_probabilities_without_tapefit(cnn_export, tmp_
     np.testing.assert_allclose(outputs["serve"], expected, atol=1e-5)
 
 
-def test_siamese_export_takes_raw_strings_without_tapefit(siamese_export, tmp_path):
+def test_siamese_export_takes_raw_strings_without_tapefit(siamese_export, served_exports):
     run_dir, _ = siamese_export
     assert (run_dir / "export" / "saved_model.pb").is_file()
     model = keras.models.load_model(run_dir / "model.keras")
-    words = model.vocabulary
-    texts_a = [" ".join(words[:4]), words[5], f"{words[1]} unseenword {words[7]}", "UPPER case"]
-    texts_b = [" ".join(words[3:0:-1]), words[5], words[9], "upper CASE, words!"]
-    inputs = {"serve.0": np.array(texts_a), "serve.1": np.array(texts_b)}
-    inputs["encode.0"] = np.array(texts_a)
-    outputs, facts = serve(run_dir / "export", tmp_path, inputs)
+    inputs, outputs, facts = serve(served_exports, "siamese")
+    texts_a, texts_b = inputs["serve.0"].tolist(), inputs["serve.1"].tolist()
     string = ["string", [None]]
     assert facts["serving_default"] == {"texts_a": string, "texts_b": string}
     np.testing.assert_allclose(outputs["serve"], model.similarity(texts_a, texts_b), atol=1e-5)
