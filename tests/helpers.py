@@ -13,6 +13,9 @@ import tensorflow as tf
 from tests import processes
 
 REPO = Path(__file__).resolve().parents[1]
+# Run in place of `-m tapefit.launch` (same arguments): tapefit's own launcher, its workers and
+# tuners forked from a warm interpreter (tests/forked_launch.py says how).
+FORKED_LAUNCH = REPO / "tests" / "forked_launch.py"
 T = TypeVar("T")
 
 # The digits CNN cut to one convolution block and a narrow dense layer: the same kinds of layers

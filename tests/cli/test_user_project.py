@@ -16,7 +16,14 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import REPO, built_once_per_session, run_cli_batch, run_in, scalar_tags
+from tests.helpers import (
+    FORKED_LAUNCH,
+    REPO,
+    built_once_per_session,
+    run_cli_batch,
+    run_in,
+    scalar_tags,
+)
 
 SECTION = (REPO / "docs" / "tutorials" / "your-own-model.md").read_text()
 HEADER = re.compile(r"(?:# @package \S+\n)?# (\S+?\.(?:py|yaml))\b")  # @package first, for Hydra
@@ -206,9 +213,11 @@ def test_a_hydra_multirun_of_the_users_model(project, tmp_path):
 
 
 def test_two_workers_train_the_users_model(project, tmp_path):
+    words = command(5)
+    assert words[:3] == [sys.executable, "-m", "tapefit.launch"]
     result = run_in(
         project,
-        command(5),
+        [sys.executable, str(FORKED_LAUNCH), *words[3:]],  # the launcher, its workers forked
         "trainer.epochs=1",
         "trainer.verbose=0",
         f"hydra.run.dir={tmp_path}",

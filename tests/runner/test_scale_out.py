@@ -16,9 +16,7 @@ import tensorflow as tf
 from tapefit.runner.train import run
 from tapefit.training.runtime import shard_options, writes_run_dir
 from tests import processes
-from tests.helpers import REPO, SMALL_CNN, SMALL_SIAMESE, shared_once
-
-FORKED_LAUNCH = REPO / "tests" / "forked_launch.py"
+from tests.helpers import FORKED_LAUNCH, REPO, SMALL_CNN, SMALL_SIAMESE, shared_once
 
 # model kind -> overrides, and how close the result must be to one process's. Float-order noise
 # (two half-batch sums against one batch sum) stays below 1e-8 in the MLP and the Siamese

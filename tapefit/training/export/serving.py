@@ -76,7 +76,7 @@ def export_for_serving(
         names = normalize_formats(formats)
         tolerance = resolve_tolerance(model, tolerance)
         stage = names[0]
-        with _quiet_tensorflow():
+        with _quiet_tensorflow(), _environment_kept():
             endpoints = check_exportable(model, names)
             files: dict[str, dict[str, str]] = {}
             for name in names:
@@ -113,6 +113,20 @@ def _quiet_tensorflow() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
+
+
+@contextmanager
+def _environment_kept() -> Iterator[None]:
+    """Undo what the converters change in the process environment: tf2onnx sets
+    `TF_CPP_MIN_LOG_LEVEL=3`, which would hide TensorFlow's errors in every process this one
+    starts afterwards (a sweep's trials, a launcher's workers)."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        if dict(os.environ) != saved:
+            os.environ.clear()
+            os.environ.update(saved)
 
 
 def _replace_directory(source: Path, target: Path) -> None:

@@ -1,6 +1,7 @@
 """Runs with `trainer.export=true` for the export tests, each trained once a session."""
 
 import importlib.util
+import os
 
 import pytest
 
@@ -19,8 +20,11 @@ def export_run(tmp_path_factory):
             cfg = tapefit.compose(
                 ["trainer.epochs=1", "trainer.verbose=0", "trainer.export=true", *overrides]
             )
+            environment = dict(os.environ)
             metrics = tapefit.run(cfg, run_dir)
             assert metrics["export"] == "export"
+            # the converters' changes (tf2onnx sets TF_CPP_MIN_LOG_LEVEL=3) are undone
+            assert dict(os.environ) == environment
             assert not [p.name for p in run_dir.iterdir() if p.name.startswith(".export")]
             return run_dir, metrics
 
