@@ -358,9 +358,9 @@ def test_a_search_the_overfit_check_and_a_vit_folder_run_through_the_cli(project
 
     search = [*PHOTOS, "search_space=classifier_pretrained", "tune=random", "tune.max_trials=2"]
     search += ["trainer.epochs=2", f"hydra.run.dir={tmp_path / 'search'}"]
-    # 20 of debug=overfit's 60 epochs: the loss falls from 0.42 below its threshold (0.042) at
+    # 8 of debug=overfit's 60 epochs: the loss falls from 0.42 below its threshold (0.042) at
     # epoch 3 and stays there (at most 0.0035 over epochs 4 to 60, measured)
-    overfit = [*PHOTOS, "debug=overfit", "trainer.epochs=20"]
+    overfit = [*PHOTOS, "debug=overfit", "trainer.epochs=8"]
     overfit += [f"hydra.run.dir={tmp_path / 'overfit'}"]
     vit = [*PHOTOS, "model.backbone.preset=checkpoints/vit", "model.backbone.pooling=cls"]
     vit += ["model.fine_tuning.freeze_backbone_epochs=1", "trainer.epochs=2"]

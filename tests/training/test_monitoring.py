@@ -102,9 +102,11 @@ def finished_search(tmp_path_factory):
             type="choice", values=[0.5, 0.8], when={"model.architecture": ["cnn"]}
         ),
         "optimizer.learning_rate": SpaceEntry(type="choice", values=[0.003, 1e9]),
-        "data.batch_size": SpaceEntry(type="int", min=16, max=64, step=16),
+        "data.batch_size": SpaceEntry(type="int", min=16, max=64, step=32),
     }
-    cfg.tune.max_trials = 6
+    # keras-tuner's grid changes the last entry fastest, from the first values: the MLP at 3e-3
+    # with batches of 16 and 48 (completed), then at 1e9 (failed); the CNN never trains
+    cfg.tune.max_trials = 4
     search(cfg, search_dir)
     return search_dir
 
