@@ -10,7 +10,8 @@ files are added).
 **Run.** A page that runs commands declares, visibly in its source, the small overrides that
 keep them fast: `<!-- run: trainer.epochs=1 trainer.steps_per_epoch=2 -->`, added after each
 command (a command's own values lose; `tune.*` ones only after a command that runs a search,
-the digits CNN's sizes `model.conv_blocks`/`model.dense_units` only after one that trains it);
+the digits CNN's sizes `model.conv_blocks`/`model.dense_units` only after one that trains it,
+the generated pairs' `data.*_size` only after one that trains on them);
 with the word `python-above`, the page's Python blocks above its first command run first (they
 write the files the commands read). Every command then runs through the real CLI (one process
 per page, `tests.helpers.run_cli_batch`), each in its own run directory
@@ -232,21 +233,29 @@ FAILS = {
 # (tests.helpers.SMALL_CNN), and the words of a command that trains another model.
 CNN_SIZE = ("model.conv_blocks=", "model.dense_units=")
 OTHER_MODEL = ("experiment=", "model=", "model.architecture=")
+# The page's overrides that size the generated sentence pairs (8,000 training pairs, 500 each
+# to validate and test by default), and what a command that trains on them says.
+PAIRS_SIZE = ("data.train_size=", "data.val_size=", "data.test_size=")
 
 
 def applicable(extra: list[str], words: list[str]) -> list[str]:
     """The page's small overrides that act on the command `words`: `tune.*` ones (and
-    `tune.lr_find.*` ones) only where it runs a search (an lr_find), and the CNN's sizes
-    (`model.conv_blocks`, `model.dense_units`) only where it trains the default digits CNN:
-    elsewhere they would do nothing, which tapefit refuses (docs/reference/errors.md,
-    "inert-setting")."""
+    `tune.lr_find.*` ones) only where it runs a search (an lr_find), the CNN's sizes
+    (`model.conv_blocks`, `model.dense_units`) only where it trains the default digits CNN,
+    and the generated pairs' sizes (`data.train_size`, ...) only where it trains the Siamese
+    experiment on them: elsewhere they would do nothing, which tapefit refuses
+    (docs/reference/errors.md, "inert-setting")."""
     algorithm = next((w.split("=", 1)[1] for w in words if w.startswith("tune=")), "none")
     searches = algorithm != "none"
     default_cnn = not any(word.lstrip("+").startswith(OTHER_MODEL) for word in words)
+    data = next((w.split("=", 1)[1] for w in words if w.startswith("data=")), None)
+    pairs = data == "pairs_synthetic" or (data is None and "experiment=siamese" in words)
 
     def acts(word: str) -> bool:
         if word.startswith("tune."):
             return searches and (algorithm == "lr_find") == word.startswith("tune.lr_find.")
+        if word.startswith(PAIRS_SIZE):
+            return pairs
         return default_cnn or not word.startswith(CNN_SIZE)
 
     return [word for word in extra if acts(word)]

@@ -6,7 +6,7 @@ import os
 import pytest
 
 import tapefit
-from tests.helpers import shared_once
+from tests.helpers import SMALL_CNN, shared_once
 
 
 @pytest.fixture(scope="session")
@@ -55,13 +55,15 @@ EXPORT_EXTRA = all(
 
 @pytest.fixture(scope="session")
 def cnn_export(export_run):
-    """The digits CNN's export, three steps of training: test_export.py serves its SavedModel
-    in a process without tapefit, test_export_formats.py runs its ONNX and LiteRT files. One
-    run for both files (two CNN runs were traced before: most of each run's cost)."""
+    """The digits CNN's export (one block: convolution, BatchNorm, pooling, Dropout;
+    `SMALL_CNN`), three steps of training: test_export.py serves its SavedModel in a process
+    without tapefit, test_export_formats.py runs its ONNX and LiteRT files. One run for both
+    files (two CNN runs were traced before: most of each run's cost)."""
     formats = ["saved_model", *(["onnx", "litert"] if EXPORT_EXTRA else [])]
     return export_run(
         "cnn",
         "model.architecture=cnn",
+        *SMALL_CNN,
         "trainer.steps_per_epoch=3",
         f"trainer.export_formats=[{','.join(formats)}]",
     )
