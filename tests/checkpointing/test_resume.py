@@ -3,6 +3,7 @@ status.json tells the truth; SIGTERM/SIGINT stop cleanly; same seed, same result
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,6 +103,30 @@ def uninterrupted(tmp_path_factory):
     return run_dir
 
 
+@pytest.fixture(scope="session")
+@built_once_per_session
+def killed_in_epoch_3(tmp_path_factory):
+    """A run SIGKILLed after step 28 (epoch 3 of 3, 8 steps in): epochs 1 and 2 checkpointed,
+    epoch 3 lost. The tests of what a resume does with such a directory copy it
+    (`copy_killed`): what is on disk does not depend on which of them killed the run."""
+    run_dir = tmp_path_factory.mktemp("killed_in_epoch_3")
+    killed = drive(run_dir, "step:28")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    return run_dir
+
+
+def copy_killed(source, run_dir):
+    """`source` (a killed run's directory) copied into `run_dir`, its status.json (running)
+    naming a process that has just ended, as the killed one had when it was left: by the
+    time a test copies it, that pid may belong to another live process."""
+    shutil.copytree(source, run_dir, dirs_exist_ok=True)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    left = status(run_dir)
+    assert left["state"] == "running"
+    (run_dir / "status.json").write_text(json.dumps({**left, "pid": ended.pid}))
+
+
 def weights(run_dir):
     return keras.models.load_model(run_dir / "model.keras").get_weights()
 
@@ -112,7 +137,8 @@ def weights(run_dir):
         ("step:3", []),  # early in epoch 1, before any checkpoint
         # (between epochs, checkpointed but not yet in TensorBoard or the CSV: the callbacks x
         # models matrix in tests/checkpointing/test_resume_matrix.py stops there, in process)
-        ("step:28", []),  # late in the last epoch: that epoch is repeated from its start
+        # late in the last epoch: that epoch is repeated from its start (`killed_in_epoch_3`)
+        ("step:28", []),
         # resumed mid-epoch after step 24 (epoch 3, 4 steps in), killed again after the
         # resumed epoch's own step checkpoint at step 27 (7 steps in), resumed again
         ("step:26,step:28", ["trainer.checkpoint_every_steps=3"]),
@@ -129,11 +155,14 @@ def weights(run_dir):
     ],
 )
 def test_resume_after_sigkill_equals_the_uninterrupted_run(
-    uninterrupted, compose, tmp_path, kill_at, extra
+    uninterrupted, compose, tmp_path, kill_at, extra, request
 ):
     first, *later = kill_at.split(",")
-    killed = drive(tmp_path, first, *extra)
-    assert killed.returncode == -signal.SIGKILL
+    if kill_at == "step:28":  # the killed run other tests copy too
+        copy_killed(request.getfixturevalue("killed_in_epoch_3"), tmp_path)
+    else:
+        killed = drive(tmp_path, first, *extra)
+        assert killed.returncode == -signal.SIGKILL
     assert status(tmp_path)["state"] == "running"  # nothing claims it finished
     assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "model.keras").exists()
     if kill_at == "step:3":  # no checkpoint yet: a plain re-run starts again from scratch
@@ -168,10 +197,12 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(
         np.testing.assert_allclose(sorted(logged), sorted(expected), rtol=1e-6)
 
 
-def test_a_resume_with_another_config_is_refused_naming_the_keys(compose, tmp_path):
+def test_a_resume_with_another_config_is_refused_naming_the_keys(
+    compose, tmp_path, killed_in_epoch_3
+):
     from tapefit.runner.train import run
 
-    assert drive(tmp_path, "epoch:1").returncode == -signal.SIGKILL
+    copy_killed(killed_in_epoch_3, tmp_path)
     refused = refusal(compose, tmp_path, "resume=true", "optimizer.learning_rate=0.5")
     assert "config differs from the checkpointed run's in optimizer.learning_rate" in refused
     # forced, it trains to the end (in this process: nothing is compared with another run)
@@ -181,12 +212,12 @@ def test_a_resume_with_another_config_is_refused_naming_the_keys(compose, tmp_pa
 
 
 def test_a_run_checkpointed_before_target_configs_resumes_when_forced(
-    uninterrupted, compose, tmp_path
+    uninterrupted, compose, tmp_path, killed_in_epoch_3
 ):
     """A run directory whose checkpoints record `model.name=classifier` (tapefit before every
     model was a `_target_` config) is refused in one line saying how to resume it; forced,
     it ends with the same weights as the uninterrupted run."""
-    assert drive(tmp_path, "epoch:2").returncode == -signal.SIGKILL
+    copy_killed(killed_in_epoch_3, tmp_path)
     for marker in (tmp_path / "resume").glob("*.json"):
         metadata = json.loads(marker.read_text())
         config = metadata["config"]
@@ -205,10 +236,12 @@ def test_a_run_checkpointed_before_target_configs_resumes_when_forced(
         np.testing.assert_array_equal(mine, theirs)
 
 
-def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(compose, tmp_path):
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(
+    compose, tmp_path, killed_in_epoch_3
+):
     from tapefit.runner.train import run
 
-    assert drive(tmp_path, "step:25").returncode == -signal.SIGKILL
+    copy_killed(killed_in_epoch_3, tmp_path)
     checkpoints = sorted((tmp_path / "resume").glob("*.weights.h5"))
     assert [p.name for p in checkpoints] == ["epoch-0001.weights.h5", "epoch-0002.weights.h5"]
     checkpoints[-1].write_bytes(b"truncated")

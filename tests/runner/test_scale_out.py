@@ -160,46 +160,6 @@ class KillWorker(keras.callbacks.Callback):
 """
 
 
-def test_a_worker_killed_mid_epoch_then_both_resumed_end_like_the_uninterrupted_run(
-    two_workers, tmp_path
-):
-    """Worker 1 is SIGKILLed after step 11 (epoch 2, 3 steps in; checkpoints every 2 steps);
-    the chief fails in one line, the launcher ends with 137; the same launch with resume=true
-    restores the chief's step-10 checkpoint on both workers and ends like the uninterrupted
-    two-worker run."""
-    (tmp_path / "kill_worker.py").write_text(KILL_WORKER)
-    run_dir = tmp_path / "run"
-    overrides = [
-        *CASES["mlp"][0],
-        *COMMON,
-        "trainer.checkpoint_every_steps=2",
-        "+callbacks.extra.kill._target_=kill_worker.KillWorker",
-        "+callbacks.extra.kill.step=11",
-        "+callbacks.extra.kill.worker=1",
-        f"+callbacks.extra.kill.once_file={tmp_path / 'killed'}",
-    ]
-    killed = launch(overrides, run_dir, pythonpath=tmp_path)
-    assert killed.returncode == 128 + signal.SIGKILL, killed.stdout[-3000:]
-    # the kill is named, whether a poll saw it first or the chief's failure ended in the same one
-    assert "tapefit.launch: worker1 exited with -9; " in killed.stdout
-    state = json.loads((run_dir / "status.json").read_text())
-    assert state["state"] == "failed" and "\n" not in state["error"]
-    assert state["error"].startswith("worker 1 of the cluster stopped during a step")
-    assert not (run_dir / "metrics.json").exists()
-    markers = sorted(p.name for p in (run_dir / "resume").glob("*.json"))
-    assert markers == ["epoch-0001-step-00002.json", "epoch-0001.json"]
-    resumed = launch([*overrides, "resume=true"], run_dir, pythonpath=tmp_path)
-    assert resumed.returncode == 0, resumed.stdout[-3000:]
-    for log in ("tapefit.log", "worker1.log"):
-        assert "after epoch 1 and 2 steps" in (run_dir / log).read_text()
-    assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
-    baseline = two_workers("mlp")
-    assert_same_run(run_dir, baseline, CASES["mlp"][1], keys=sorted(history_keys(baseline)))
-    assert digest((run_dir / "tapefit.log").read_text()) == digest(
-        (run_dir / "worker1.log").read_text()
-    )
-
-
 @pytest.mark.parametrize(
     ("policy", "expected"),
     [
@@ -410,19 +370,32 @@ class StopLauncher(keras.callbacks.Callback):
 """
 
 
-def test_sigterm_to_the_launcher_and_its_timeout_stop_both_workers_resumably(two_workers, tmp_path):
-    """SIGTERM to `python -m tapefit.launch` at step 1 reaches both workers, which stop after
-    the same step with a checkpoint (exit 143, status interrupted); the resumed launch, given
-    `--timeout 10` and slowed down, is stopped the same way and exits 124; a third launch
-    resumes and ends like the uninterrupted two-worker run."""
+def test_sigterm_the_timeout_and_a_killed_worker_stop_both_workers_resumably(two_workers, tmp_path):
+    """One two-worker run stopped three ways and resumed after each (a launch per stop; what
+    each stop checks does not depend on the stops before it):
+
+    1. SIGTERM to `python -m tapefit.launch` at step 1 reaches both workers, which stop after
+       the same step with a checkpoint (exit 143, status interrupted);
+    2. the resumed launch, given `--timeout 10` and slowed down, is stopped the same way and
+       exits 124;
+    3. in the next resumed launch worker 1 is SIGKILLed after step 11 (epoch 2, 3 steps in;
+       checkpoints every 3 steps): the chief fails in one line, the launcher ends with 137;
+    4. the last launch restores the chief's step-9 checkpoint on both workers and ends like
+       the uninterrupted two-worker run, bit for bit."""
     (tmp_path / "stop_launcher.py").write_text(STOP_LAUNCHER)
+    (tmp_path / "kill_worker.py").write_text(KILL_WORKER)
     run_dir = tmp_path / "run"
     overrides = [
         *CASES["mlp"][0],
         *COMMON,
+        "trainer.checkpoint_every_steps=3",
         "+callbacks.extra.stop._target_=stop_launcher.StopLauncher",
         "+callbacks.extra.stop.step=1",
         f"+callbacks.extra.stop.once_file={tmp_path / 'signalled'}",
+        "+callbacks.extra.kill._target_=kill_worker.KillWorker",
+        "+callbacks.extra.kill.step=11",
+        "+callbacks.extra.kill.worker=1",
+        f"+callbacks.extra.kill.once_file={tmp_path / 'killed'}",
     ]
     stopped = launch(overrides, run_dir, pythonpath=tmp_path)
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stdout[-3000:]
@@ -435,7 +408,7 @@ def test_sigterm_to_the_launcher_and_its_timeout_stop_both_workers_resumably(two
     assert not (run_dir / "metrics.json").exists()
     [marker] = [p.stem for p in (run_dir / "resume").glob("epoch-0000-step-*.json")]
     steps = int(marker.split("-")[-1])
-    assert 1 <= steps < 4  # after the same step on both workers, inside epoch 1 of 4 steps
+    assert 1 <= steps < 4  # after the same step on both workers, early in epoch 1
 
     timed_out = launch(
         [*overrides, "resume=true"],
@@ -449,11 +422,27 @@ def test_sigterm_to_the_launcher_and_its_timeout_stop_both_workers_resumably(two
     assert "killed" not in timed_out.stderr  # each stopped by itself, within the grace
     assert json.loads((run_dir / "status.json").read_text())["state"] == "interrupted"
 
+    killed = launch([*overrides, "resume=true"], run_dir, pythonpath=tmp_path)
+    assert killed.returncode == 128 + signal.SIGKILL, killed.stdout[-3000:]
+    # the kill is named, whether a poll saw it first or the chief's failure ended in the same one
+    assert "tapefit.launch: worker1 exited with -9; " in killed.stdout
+    state = json.loads((run_dir / "status.json").read_text())
+    assert state["state"] == "failed" and "\n" not in state["error"]
+    assert state["error"].startswith("worker 1 of the cluster stopped during a step")
+    assert not (run_dir / "metrics.json").exists()
+    markers = sorted(p.name for p in (run_dir / "resume").glob("*.json"))
+    assert markers == ["epoch-0001-step-00001.json", "epoch-0001.json"]
+
     resumed = launch([*overrides, "resume=true"], run_dir, pythonpath=tmp_path)
     assert resumed.returncode == 0, resumed.stdout[-3000:]
+    for log in ("tapefit.log", "worker1.log"):
+        assert "after epoch 1 and 1 steps" in (run_dir / log).read_text()
     assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
     baseline = two_workers("mlp")
     assert_same_run(run_dir, baseline, 0, keys=sorted(history_keys(baseline)))
+    assert digest((run_dir / "tapefit.log").read_text()) == digest(
+        (run_dir / "worker1.log").read_text()
+    )
 
 
 IGNORES_SIGTERM = """
