@@ -11,14 +11,18 @@ files are added).
 keep them fast: `<!-- run: trainer.epochs=1 trainer.steps_per_epoch=2 -->`, added after each
 command (a command's own values lose; `tune.*` ones only after a command that runs a search,
 the digits CNN's sizes `model.conv_blocks`/`model.dense_units` only after one that trains it,
-the generated pairs' `data.*_size` only after one that trains on them);
-with the word `python-above`, the page's Python blocks above its first command run first (they
-write the files the commands read). Every command then runs through the real CLI (one process
-per page, `tests.helpers.run_cli_batch`), each in its own run directory
-(`hydra.run.dir=outputs/line-N`, or `hydra.sweep.dir=multirun/line-N` for a multirun), and must
-exit 0 with a `status.json` saying completed, leave the files the page names (`LEAVES`), end
-with the lines the page quotes (`ENDS`), or, where the page says it fails, fail with its
-`tapefit: error:` line and exit 2 (`FAILS`).
+the digits' `data.test_fraction` only after one that reads them, the generated pairs'
+`data.*_size`/`data.sequence_length` only after one that trains on them, the Siamese
+encoder's `model.encoder.*` only after one that trains the Siamese experiment and sets no
+encoder key itself); with the word `python-above`, the page's Python blocks above its first
+command run first (they write the files the commands read). Every command then runs through
+the real CLI (one process per page, `tests.helpers.run_cli_batch`), each in its own run
+directory (`hydra.run.dir=outputs/line-N`, or `hydra.sweep.dir=multirun/line-N` for a
+multirun), and must exit 0 with a `status.json` saying completed, leave the files the page
+names (`LEAVES`), end with the lines the page quotes (`ENDS`), or, where the page says it
+fails, fail with its `tapefit: error:` line and exit 2 (`FAILS`). A command that several pages
+show the same (the same words after each page's overrides, among the same project files) runs
+once a session, and each of those pages checks that run (`SHOWN_ON_SEVERAL_PAGES`).
 
 **Not run.** A shell block right after `<!-- commands: not-run (REASON) -->` is not run, and the
 page source says why (GPUs, a cluster, a kill between two commands, the user's own files);
@@ -37,6 +41,7 @@ Lines written as templates (`[GROUP=OPTION ...]`, `<pid>`, `OVERRIDES`) are neit
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
@@ -46,7 +51,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.test_doc_examples import parse
-from tests.helpers import REPO, run_cli_batch
+from tests.helpers import REPO, run_cli_batch, shared_once
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 SHELL = re.compile(r"```(?:bash|sh|shell|console)\n(.*?)```", re.S)
@@ -144,21 +149,30 @@ def test_the_docs_show_tapefit_commands_and_each_is_read():
     assert {page.name for page, _, _ in COMMANDS} >= {"README.md", "your-own-model.md"}
 
 
+def project_files(page: Path) -> list[tuple[str, str]]:
+    """(path, text) of the files the page shows (its project), and those of the page whose
+    project it runs (`<!-- commands: project=... -->`)."""
+    named = PROJECT.search(page.read_text())  # the page runs another page's project
+    sources = [REPO / "docs" / named["page"], page] if named else [page]
+    items = [item for source in sources for item in parse(source.read_text())]
+    return [(item.path, item.text) for item in items if item.kind == "file"]
+
+
+def write_project(page: Path, folder: Path) -> Path:
+    for path, text in project_files(page):
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / path).write_text(text)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def projects(tmp_path_factory):
     """page -> a folder with the files that page shows (its project)."""
     folders = {}
 
     def project(page: Path) -> Path:
-        named = PROJECT.search(page.read_text())  # the page runs another page's project
-        sources = [REPO / "docs" / named["page"], page] if named else [page]
         if page not in folders:
-            folder = tmp_path_factory.mktemp(page.stem)
-            for item in [item for source in sources for item in parse(source.read_text())]:
-                if item.kind == "file":
-                    (folder / item.path).parent.mkdir(parents=True, exist_ok=True)
-                    (folder / item.path).write_text(item.text)
-            folders[page] = folder
+            folders[page] = write_project(page, tmp_path_factory.mktemp(page.stem))
         return folders[page]
 
     return project
@@ -233,29 +247,48 @@ FAILS = {
 # (tests.helpers.SMALL_CNN), and the words of a command that trains another model.
 CNN_SIZE = ("model.conv_blocks=", "model.dense_units=")
 OTHER_MODEL = ("experiment=", "model=", "model.architecture=")
+# The page's overrides that size the default digits data's splits (`data.test_fraction`: a run
+# evaluates its whole test split at the end), and the words of a command that reads other data.
+DIGITS_SIZE = ("data.test_fraction=",)
+OTHER_DATA = ("experiment=", "data=", "model=")
 # The page's overrides that size the generated sentence pairs (8,000 training pairs, 500 each
-# to validate and test by default), and what a command that trains on them says.
-PAIRS_SIZE = ("data.train_size=", "data.val_size=", "data.test_size=")
+# to validate and test by default, 16 tokens a text: the longest has 9 words), and what a
+# command that trains on them says.
+PAIRS_SIZE = ("data.train_size=", "data.val_size=", "data.test_size=", "data.sequence_length=")
+# The Siamese experiment's encoder as the tests cut it where it is not the subject
+# (tests.helpers.SMALL_SIAMESE): only after a command that trains that experiment, and never
+# over an encoder key the command sets itself (the page's point would not run).
+SIAMESE_ENCODER = ("model.encoder.",)
 
 
 def applicable(extra: list[str], words: list[str]) -> list[str]:
     """The page's small overrides that act on the command `words`: `tune.*` ones (and
     `tune.lr_find.*` ones) only where it runs a search (an lr_find), the CNN's sizes
     (`model.conv_blocks`, `model.dense_units`) only where it trains the default digits CNN,
-    and the generated pairs' sizes (`data.train_size`, ...) only where it trains the Siamese
-    experiment on them: elsewhere they would do nothing, which tapefit refuses
+    the digits' test split (`data.test_fraction`) only where it reads the default digits,
+    the generated pairs' sizes (`data.train_size`, `data.sequence_length`, ...) only where it
+    trains the Siamese experiment on them, and the encoder's (`model.encoder.*`) only where it
+    trains the Siamese experiment: elsewhere they would do nothing, which tapefit refuses
     (docs/reference/errors.md, "inert-setting")."""
     algorithm = next((w.split("=", 1)[1] for w in words if w.startswith("tune=")), "none")
     searches = algorithm != "none"
     default_cnn = not any(word.lstrip("+").startswith(OTHER_MODEL) for word in words)
+    digits = not any(word.lstrip("+").startswith(OTHER_DATA) for word in words)
     data = next((w.split("=", 1)[1] for w in words if w.startswith("data=")), None)
     pairs = data == "pairs_synthetic" or (data is None and "experiment=siamese" in words)
+    siamese = "experiment=siamese" in words
 
     def acts(word: str) -> bool:
         if word.startswith("tune."):
             return searches and (algorithm == "lr_find") == word.startswith("tune.lr_find.")
         if word.startswith(PAIRS_SIZE):
             return pairs
+        if word.startswith(DIGITS_SIZE):
+            return digits
+        if word.startswith(SIAMESE_ENCODER):
+            mine = [w for w in words if w.lstrip("+").startswith(SIAMESE_ENCODER)]
+            assert not mine, f"the page's {word} would change the encoder {mine} sets"
+            return siamese
         return default_cnn or not word.startswith(CNN_SIZE)
 
     return [word for word in extra if acts(word)]
@@ -272,14 +305,73 @@ def runs_of(page: Path) -> list[tuple[int, str, list[str]]]:
         words = shlex.split(command.split(" && ")[0], comments=True)
         words = words[3:] if words[:2] == ["python", "-m"] else words[1:]
         if "-m" in words:
-            words.append(f"hydra.sweep.dir=multirun/line-{line}")
+            words.append(f"{OWN_SWEEP_DIR}{line}")
         elif not any(word.startswith("hydra.run.dir=") for word in words):
-            words.append(f"hydra.run.dir=outputs/line-{line}")
+            words.append(f"{OWN_RUN_DIR}{line}")
         found.append((line, command, [*words, *applicable(extra, words)]))
     return found
 
 
+# The run directory the harness gives a command that names none: one of its own per line.
+OWN_RUN_DIR, OWN_SWEEP_DIR = "hydra.run.dir=outputs/line-", "hydra.sweep.dir=multirun/line-"
 RUN_PAGES = [page for page in PAGES if runs_of(page)]
+
+
+def shared_argv(page: Path, argv: list[str]) -> list[str] | None:
+    """The command as it runs for every page that shows it (its own run directory named
+    `shared` instead of after the page's line), or None where it can only run for this page:
+    the page's Python writes files first (`python-above`), or the command names its own run
+    directory (a later command of the page may continue it)."""
+    if PYTHON_ABOVE in RUN.search(page.read_text())["overrides"].split():
+        return None
+    own = [w for w in argv if w.startswith((OWN_RUN_DIR, OWN_SWEEP_DIR))]
+    if len(own) != 1:
+        return None
+    shared = (
+        "hydra.run.dir=outputs/shared"
+        if own[0].startswith(OWN_RUN_DIR)
+        else "hydra.sweep.dir=multirun/shared"
+    )
+    return [shared if word == own[0] else word for word in argv]
+
+
+def shared_key(page: Path, argv: list[str]) -> str | None:
+    """What identifies a command's run: its words (after the page's small overrides) and the
+    project files it runs among, byte for byte; None if it is not shared (`shared_argv`)."""
+    shared = shared_argv(page, argv)
+    if shared is None:
+        return None
+    inputs = json.dumps([shared, sorted(project_files(page))]).encode()
+    return hashlib.sha256(inputs).hexdigest()[:16]
+
+
+def _shown_on_several_pages() -> set[str]:
+    pages_of: dict[str, set[Path]] = {}
+    for page in RUN_PAGES:
+        for _, _, argv in runs_of(page):
+            if (key := shared_key(page, argv)) is not None:
+                pages_of.setdefault(key, set()).add(page)
+    return {key for key, pages in pages_of.items() if len(pages) > 1}
+
+
+# Commands that several pages show the same (README's and a tutorial's or a how-to's, after
+# each page's small overrides): run once a session (`tests.helpers.shared_once`, whichever test
+# worker asks first), and every page that shows one checks that run against what it says.
+SHOWN_ON_SEVERAL_PAGES = _shown_on_several_pages()
+
+
+def shared_run(tmp_path_factory, page: Path, argv: list[str]):
+    """(folder, argv, result) of the command `argv` of `page` that several pages show: run once,
+    as `shared_argv` words it, in a folder holding the page's project (the same for every page
+    that shows it, as the key says)."""
+    shared = shared_argv(page, argv)
+
+    def build(folder: Path):
+        write_project(page, folder)
+        return folder, run_cli_batch([shared], cwd=folder, timeout=900)[0]
+
+    folder, result = shared_once(tmp_path_factory, f"doc-command-{shared_key(page, argv)}", build)
+    return folder, shared, result
 
 
 def run_dir_of(folder: Path, argv: list[str]) -> Path | None:
@@ -296,7 +388,7 @@ def test_every_page_that_runs_commands_declares_its_small_overrides():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", RUN_PAGES, ids=[str(p.relative_to(REPO)) for p in RUN_PAGES])
-def test_every_command_runs_as_the_page_says(projects, monkeypatch, page):
+def test_every_command_runs_as_the_page_says(projects, tmp_path_factory, monkeypatch, page):
     folder = projects(page)
     runs = runs_of(page)
     if PYTHON_ABOVE in RUN.search(page.read_text())["overrides"].split():
@@ -305,9 +397,26 @@ def test_every_command_runs_as_the_page_says(projects, monkeypatch, page):
         for item in parse(page.read_text()):
             if item.kind == "python" and item.line < runs[0][0]:
                 exec(compile(item.text, f"{page}:{item.line}", "exec"), namespace)
-    results = run_cli_batch([argv for _, _, argv in runs], cwd=folder, timeout=900)
+    own = [
+        (line, argv)
+        for line, _, argv in runs
+        if shared_key(page, argv) not in SHOWN_ON_SEVERAL_PAGES
+    ]
+    results = dict(
+        zip(
+            [line for line, _ in own],
+            run_cli_batch([argv for _, argv in own], cwd=folder, timeout=900) if own else [],
+            strict=True,
+        )
+    )
+    ran_in = {line: (folder, argv) for line, argv in own}
+    for line, _, argv in runs:
+        if line not in results:  # shown on other pages too: one run for all of them
+            shared_folder, shared, results[line] = shared_run(tmp_path_factory, page, argv)
+            ran_in[line] = (shared_folder, shared)
     failures = []
-    for (line, command, argv), result in zip(runs, results, strict=True):
+    for line, command, _ in runs:
+        result, (run_folder, argv) = results[line], ran_in[line]
         where = f"{page.name}:{line} `{command}`"
         fails = [
             said
@@ -324,7 +433,7 @@ def test_every_command_runs_as_the_page_says(projects, monkeypatch, page):
         if result.returncode != 0:
             failures.append(f"{where}: exit {result.returncode}: {result.stderr[-2000:]}")
             continue
-        run_dir = run_dir_of(folder, argv)
+        run_dir = run_dir_of(run_folder, argv)
         if run_dir is None:
             continue
         for (name, key), lines in ENDS.items():

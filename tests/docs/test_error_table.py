@@ -29,6 +29,7 @@ PAGE = REPO / "docs" / "reference" / "errors.md"
 ROW = re.compile(r'^\| <a id="(?P<id>[a-z-]+)"></a>', re.M)
 QUICK = ["trainer.epochs=1", "trainer.verbose=0", "model.architecture=mlp"]
 SIAMESE = ["experiment=siamese", "trainer.epochs=1", "trainer.verbose=0"]
+FEW_PAIRS = ["data.train_size=64", "data.val_size=32", "data.test_size=32"]
 PAIRS = [*SIAMESE, "model.encoder.rnn=none", "model.encoder.pooling=mean", "data=pairs_file"]
 USER = ["--config-dir", "conf", "experiment=autoencoder"]
 
@@ -351,8 +352,9 @@ CASES: dict[str, list[Case]] = {
             r"every label in the pair files is 0 or 1.*data\.label_type=binary",
             files=write("pairs.csv", HEADER + pair_lines(60, label=lambda i: i % 2)),
         ),
+        # refused once the generated pairs are made: few of them (8,000 by default)
         Case(
-            [*SIAMESE, "model.loss.name=contrastive"],
+            [*SIAMESE, "model.loss.name=contrastive", *FEW_PAIRS],
             r"loss=contrastive needs binary 0/1 labels: set data\.label_type=binary",
         ),
     ],
