@@ -19,6 +19,9 @@ the larger ones cached; selected on val_mrr_at_10, test MRR@10 and NDCG@10 repor
 `mining`: train a model, mine hard negatives for the training file with it (`python -m
 tapefit.mine`), then continue from its weights for the same epochs on the mined file, or, as
 the control of equal compute, on the original file.
+
+`--set KEY=VALUE ...` adds Hydra overrides to every run of any part (a smoke run's smaller
+encoder, say); the figures are then of that configuration.
 """
 
 from __future__ import annotations
@@ -75,8 +78,11 @@ class StepProbe(keras.callbacks.Callback):
         self.peak_kb = status_kb("VmHWM")  # before validation, which is not measured
 
 
-def cell(batch: int, chunk: int | None, steps: int, out: Path) -> None:
-    """One memory cell, in this process: train `steps` steps at `batch`, write the figures."""
+def cell(
+    batch: int, chunk: int | None, steps: int, out: Path, extra: list[str] | None = None
+) -> None:
+    """One memory cell, in this process: train `steps` steps at `batch` (with the overrides
+    `extra` last), write the figures."""
     probe = StepProbe()
     overrides = [
         "experiment=siamese",
@@ -90,6 +96,7 @@ def cell(batch: int, chunk: int | None, steps: int, out: Path) -> None:
         f"data.val_size={batch}",
         f"data.test_size={batch}",
         "trainer.epochs=1",
+        *(extra or []),
     ]
     with tempfile.TemporaryDirectory() as run_dir:
         run(compose(overrides), Path(run_dir) / "run", [probe])
@@ -116,6 +123,7 @@ def memory(args: argparse.Namespace) -> dict[str, Any]:
                 command = [sys.executable, __file__, "cell", "--batch", str(batch)]
                 command += ["--steps", str(args.steps), "--out", str(out)]
                 command += [] if chunk is None else ["--chunk", str(chunk)]
+                command += ["--set", *args.set] if args.set else []
                 subprocess.run(command, check=True)
                 cells.append(json.loads(out.read_text()))
                 print(json.dumps(cells[-1]), flush=True)
@@ -211,6 +219,7 @@ def retrieval(args: argparse.Namespace) -> dict[str, Any]:
                 if args.sqrt_lr:  # Adam's 1e-3 at the smallest batch, x sqrt(batch / smallest)
                     rate = 1e-3 * (batch / min(args.batches)) ** 0.5
                     overrides.append(f"optimizer.learning_rate={rate:.6g}")
+                overrides += args.set
                 result = scores(run(compose(overrides), folder / f"run-{batch}-{seed}"))
                 rows.setdefault(str(batch), []).append(result)
                 print(json.dumps({"batch": batch, "seed": seed, **result}), flush=True)
@@ -245,6 +254,7 @@ def mining(args: argparse.Namespace) -> dict[str, Any]:
                 f"data.batch_size={args.batch}",
                 f"trainer.epochs={args.epochs}",
                 f"seed={seed}",
+                *args.set,
             ]
             first = folder / f"first-{seed}"
             rows["first"].append(scores(run(compose(common), first)))
@@ -309,6 +319,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--relative-margin", type=float, default=0.05)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--set", nargs="+", default=[], metavar="KEY=VALUE",
+        help="Hydra overrides added to every run (e.g. a smaller encoder for a smoke run)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.batches is None:
         args.batches = [64, 128, 256, 512, 1024] if args.part == "memory" else [32, 64, 128, 256]
@@ -321,7 +335,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run one part; print its table; write its JSON with `--json`."""
     args = parse_args(argv)
     if args.part == "cell":
-        cell(args.batch, args.chunk, args.steps, args.out)
+        cell(args.batch, args.chunk, args.steps, args.out, args.set)
         return {}
     report = {"memory": memory, "retrieval": retrieval, "mining": mining}[args.part](args)
     if args.json:

@@ -77,17 +77,18 @@ def write_photos(root: Path, per_class: int, seed: int) -> None:
             Image.fromarray(np.clip(pixels, 0, 255).astype("uint8")).save(root / name / f"{i}.jpg")
 
 
-def write_backbone(folder: Path) -> None:
-    """A random ResNet (two stacks of basic blocks) and an ImageNet converter at 64x64."""
+def write_backbone(folder: Path, blocks: tuple[int, ...] = (2, 2)) -> None:
+    """A random ResNet (stacks of 64 then 128 filters, `blocks` basic blocks each; two stacks
+    of two by default) and an ImageNet converter at 64x64."""
     import keras_hub
 
     keras.utils.set_random_seed(0)
     keras_hub.models.ResNetBackbone(
         input_conv_filters=[64],
         input_conv_kernel_sizes=[7],
-        stackwise_num_filters=[64, 128],
-        stackwise_num_blocks=[2, 2],
-        stackwise_num_strides=[1, 2],
+        stackwise_num_filters=[64, 128][: len(blocks)],
+        stackwise_num_blocks=list(blocks),
+        stackwise_num_strides=[1, 2][: len(blocks)],
         block_type="basic_block",
     ).save_to_preset(str(folder))
     mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -197,11 +198,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--frozen-epochs", type=int, default=2)
     parser.add_argument("--per-class", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="1 round, 2 epochs, 24 per class")
+    parser.add_argument(
+        "--blocks", type=int, nargs="+", default=[2, 2], metavar="N",
+        help="the random ResNet's basic blocks per stack, one or two stacks (default 2 2; "
+        "a smoke run's smallest: 1)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--variant", choices=list(VARIANTS), help=argparse.SUPPRESS)
     parser.add_argument("--settings", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if not 1 <= len(args.blocks) <= 2 or min(args.blocks) < 1:
+        parser.error(f"--blocks {' '.join(map(str, args.blocks))}: one or two counts >= 1")
     if args.variant:
         variant(args.variant, json.loads(args.settings), args.out)
         return {}
@@ -214,7 +222,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         write_photos(folder / "photos" / "val", max(args.per_class // 4, 4), seed=1)
         preset = args.preset or str(folder / "backbone")
         if args.preset is None:
-            write_backbone(folder / "backbone")
+            write_backbone(folder / "backbone", tuple(args.blocks))
         settings = {
             "photos": str(folder / "photos"), "preset": preset, "epochs": args.epochs,
             "frozen_epochs": args.frozen_epochs, "learning_rate": 1e-3, "batch_size": 32,

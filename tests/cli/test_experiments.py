@@ -5,8 +5,8 @@ import json
 import pytest
 
 from tests import processes
+from tests.helpers import SMALL_SIAMESE, scalar_tags
 from tests.helpers import load_experiment as load
-from tests.helpers import scalar_tags
 
 
 def test_sweep_benchmark_measures_each_trials_overhead_against_ordinary_runs(tmp_path, capsys):
@@ -171,9 +171,13 @@ def test_contrastive_benchmark_measures_memory_retrieval_and_the_mining_loop(
     benchmark = load("contrastive_benchmark")
     # each memory cell still in a process of its own, forked from the tests' warm interpreter
     monkeypatch.setattr(benchmark, "subprocess", processes)
-    # --steps 2: the first step (tracing, timed apart) and the one the median is of
+    # --steps 2: the first step (tracing, timed apart) and the one the median is of; the
+    # Transformer cut to one narrow block over 16 tokens (its two blocks of width 128 over 64
+    # tokens traced for 4 s, 12 s cached: most of the test), still run through the cached step
     tiny = ["--chunk", "4", "--steps", "2", "--budget-mb", "100000"]
-    report = benchmark.main(["memory", "--batches", "8", *tiny])
+    narrow = ["model.encoder.num_layers=1", "model.encoder.embedding_dim=16"]
+    narrow += ["model.encoder.units=32", "model.encoder.num_heads=2", "data.sequence_length=16"]
+    report = benchmark.main(["memory", "--batches", "8", *tiny, "--set", *narrow])
     assert [(c["batch"], c["chunk"]) for c in report["cells"]] == [(8, None), (8, 4)]
     for cell in report["cells"]:
         assert 0 < cell["added_mb"] < cell["peak_rss_mb"] <= cell["ru_maxrss_mb"] + 1
@@ -183,6 +187,9 @@ def test_contrastive_benchmark_measures_memory_retrieval_and_the_mining_loop(
         capsys.readouterr().out
     )
     sizes = ["--sizes", "80", "24", "24", "--epochs", "1", "--seeds", "1"]
+    # the five runs of retrieval and mining with the bag-of-embeddings encoder
+    # (tests.helpers.SMALL_SIAMESE): the same pair files, loss, mining and metrics, no LSTM
+    sizes += ["--set", *SMALL_SIAMESE]
     report = benchmark.main(["retrieval", "--batches", "4", "8", "--chunk", "4", *sizes])
     assert list(report["medians"]) == ["4", "8"]
     for row in report["medians"].values():
@@ -201,7 +208,9 @@ def test_image_benchmark_times_both_phases_against_the_keras_guide(tmp_path, cap
     benchmark = load("image_benchmark")
     # each variant still in a process of its own, forked from the tests' warm interpreter
     monkeypatch.setattr(benchmark, "subprocess", processes)
-    report = benchmark.main(["--quick", "--json", str(tmp_path / "image.json")])
+    # the random ResNet cut to one stack of one basic block (two of two: twice the layers to
+    # trace in each variant's process); the phases, the recipe and the table stay
+    report = benchmark.main(["--quick", "--blocks", "1", "--json", str(tmp_path / "image.json")])
     assert set(report["medians"]) == {"keras", "tapefit"}
     for row in report["medians"].values():
         assert row["frozen_step_s"] > 0 and row["tuned_step_s"] > 0

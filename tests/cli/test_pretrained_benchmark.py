@@ -30,6 +30,8 @@ def test_quick_run_measures_every_variant_but_the_peer(tmp_path, capsys, monkeyp
             "--quick",
             "--sequence-length",
             "32",  # the tiny checkpoint has 64 positions
+            "--encode-size",  # one batch of --quick's 64, each of its four passes
+            "64",
             "--json",
             str(tmp_path / "bench.json"),
         ]

@@ -50,7 +50,8 @@ def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("project")
     write_hf_folder(root / "checkpoints" / "st", pooling="mean", num_layers=1)
     (root / "data").mkdir()
-    for name, count, seed in (("train", 192, 0), ("dev", 48, 1), ("test", 48, 2)):
+    # four training batches of 16: a fine-tune's every step, not its quality, is the subject
+    for name, count, seed in (("train", 64, 0), ("dev", 48, 1), ("test", 48, 2)):
         write_pairs(root / "data" / f"{name}.csv", count, seed)
     return root
 
@@ -59,7 +60,7 @@ def project(tmp_path_factory):
 def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(project):
     done = run_cli(
         *FILES,
-        "trainer.epochs=2",
+        "trainer.epochs=1",
         "trainer.export=true",
         "hydra.run.dir=runs/ft",
         cwd=project,
@@ -68,7 +69,7 @@ def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(pro
     run_dir = project / "runs" / "ft"
     assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert -1.0 <= metrics["test_spearman"] <= 1.0 and metrics["samples"]["train"] == 192
+    assert -1.0 <= metrics["test_spearman"] <= 1.0 and metrics["samples"]["train"] == 64
     log = (run_dir / "tapefit.log").read_text()
     assert "pretrained encoder checkpoints/st: BertBackbone" in log and "mean pooling" in log
     report = json.loads((run_dir / "export" / "verify.json").read_text())
@@ -103,9 +104,15 @@ def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(pro
     rows = list(csv.DictReader((project / "preds.csv").open()))
     assert len(rows) == 48 and set(rows[0]) == {"sentence1", "sentence2", "similarity"}
 
-    # another run starts from the fine-tuned weights (init_from), not the checkpoint's
+    # another run starts from the fine-tuned weights (init_from), not the checkpoint's; it
+    # writes no model, checkpoints or TensorBoard logs, which the first run's files cover
+    # (measured: 7 s against 10-14 s with them)
+    lean = ["trainer.save_model=false", "trainer.checkpoints=false"]
+    lean += ["callbacks.tensorboard.enabled=false"]
     warm = run_cli(
-        *FILES, "trainer.epochs=1", "init_from=runs/ft", "hydra.run.dir=runs/warm", cwd=project
+        *FILES,
+        *("trainer.epochs=1", "init_from=runs/ft", *lean, "hydra.run.dir=runs/warm"),
+        cwd=project,
     )
     assert warm.returncode == 0, warm.stderr[-3000:]
     log = (project / "runs" / "warm" / "tapefit.log").read_text()

@@ -148,8 +148,15 @@ def test_the_saved_model_reloads_as_the_users_class(waves_run, project, monkeypa
 
 
 def test_groups_named_on_the_command_line_through_the_tapefit_script(project, tmp_path):
+    script, *arguments = command(1)
+    assert Path(script).name == "tapefit" and Path(script).is_file()  # the console script
+    # The script's own lines run by this interpreter, forked from the tests' warm one, not a
+    # fresh interpreter importing TensorFlow (about 5 s); tests/cli/test_cli.py::
+    # test_another_keras_backend_is_one_line_and_exit_code_2[script] starts it as a program.
     result = run_in(
-        project, command(1), "trainer.epochs=1", "trainer.verbose=0", f"hydra.run.dir={tmp_path}"
+        project,
+        [sys.executable, script, *arguments],
+        *("trainer.epochs=1", "trainer.verbose=0", f"hydra.run.dir={tmp_path}"),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "metrics.json").read_text())

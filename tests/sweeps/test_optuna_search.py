@@ -65,30 +65,30 @@ def test_a_search_through_the_cli_records_a_failed_trial_goes_on_and_its_best_re
 ):
     search_dir = tmp_path / "search"
     enqueue(search_dir, {LR: 1e9, "data.batch_size": 32})  # trial 0: NaN at epoch 1
-    result = run_cli(
+    result = run_cli(  # trial 1, after the failure: the study goes on
         "tune=optuna",
-        "tune.max_trials=3",
+        "tune.max_trials=2",
         *FAST,
         *user_conf(tmp_path),
         f"hydra.run.dir={search_dir}",
     )
     assert result.returncode == 0, result.stderr[-3000:]
     table = {r["trial_id"]: r for r in rows(search_dir / "trials.csv")}
-    assert sorted(table) == ["0", "1", "2"]
+    assert sorted(table) == ["0", "1"]
     assert table["0"]["status"] == "failed" and "NaN/inf at epoch 1" in table["0"]["reason"]
     assert table["0"][LR] == "1000000000.0"
-    assert table["1"]["status"] == table["2"]["status"] == "completed"
+    assert table["1"]["status"] == "completed"
     study = load(search_dir)
-    assert [t.state.name for t in study.trials] == ["FAIL", "COMPLETE", "COMPLETE"]
+    assert [t.state.name for t in study.trials] == ["FAIL", "COMPLETE"]
     assert study.trials[0].user_attrs["record"]["reason"] == table["0"]["reason"]
     summary = json.loads((search_dir / "search.json").read_text())
-    assert summary["trials"] == {"completed": 2, "failed": 1}
+    assert summary["trials"] == {"completed": 1, "failed": 1}
     assert summary["best_value"] == study.best_value
     assert summary["best_trial"] == str(study.best_trial.number)
     assert summary["best_values"] == study.best_trial.params
     assert json.loads((search_dir / "status.json").read_text())["state"] == "completed"
     assert (search_dir / "best" / "model.keras").is_file()
-    assert set(hparams_sessions(search_dir / "trials")) == {"0", "1", "2"}  # failed too
+    assert set(hparams_sessions(search_dir / "trials")) == {"0", "1"}  # failed too
     assert f"best trial {summary['best_trial']}: python -m tapefit" in result.stdout
     # best_config.yaml's command re-runs the best trial as an ordinary run, alike.
     header = (search_dir / "best_config.yaml").read_text().splitlines()[2]
@@ -125,10 +125,12 @@ def test_pruning_stops_a_clearly_worse_trial_after_an_epoch_and_records_it(compo
 
 
 def test_a_killed_search_continues_the_same_study_and_the_interrupted_trial(tmp_path):
+    """Two trials: trial 0 finishes, trial 1 is killed after its first of three epochs and
+    continued from its checkpoint by the next start."""
     search_dir = tmp_path / "search"
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
     command = [
-        *(sys.executable, "-m", "tapefit", "tune=optuna", "tune.max_trials=3"),
+        *(sys.executable, "-m", "tapefit", "tune=optuna", "tune.max_trials=2"),
         *FAST,
         "trainer.epochs=3",
         *user_conf(tmp_path),
@@ -156,14 +158,14 @@ def test_a_killed_search_continues_the_same_study_and_the_interrupted_trial(tmp_
     assert "trial 1: continuing it" in output
     assert f"resuming {search_dir / 'trials' / '1'} after epoch" in output  # its checkpoints
     study = load(search_dir)
-    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3  # max_trials in all
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 2  # max_trials in all
     assert study.trials[1].params == params
     assert sorted(study.trials[1].intermediate_values) == [0, 1, 2]
     assert (search_dir / "trials" / "0" / "trial.json").stat().st_mtime == finished_at
     table = rows(search_dir / "trials.csv")
-    assert sorted(r["trial_id"] for r in table) == ["0", "1", "2"]
+    assert sorted(r["trial_id"] for r in table) == ["0", "1"]
     assert {r["status"] for r in table} == {"completed"}
-    assert {"0", "1", "2"} <= set(hparams_sessions(search_dir / "trials"))
+    assert {"0", "1"} <= set(hparams_sessions(search_dir / "trials"))
 
 
 def test_sigterm_stops_the_search_after_the_step_and_leaves_the_trial_to_continue(tmp_path):

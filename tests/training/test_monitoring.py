@@ -38,7 +38,9 @@ def test_every_shipped_search_entry_changes_the_model_wherever_it_is_active(comp
     from tapefit.sweeps.search_space import active_values, apply_values, declare
     from tapefit.sweeps.spec import SearchSpec
 
-    small = ["data.train_size=256", "data.val_size=64", "data.test_size=64"]  # the vocabulary
+    # few pairs: a small vocabulary, which every model build carries through Hydra's
+    # instantiate (60 builds: 11.7 s with 256 training pairs, 8.1 s with 32, measured)
+    small = ["data.train_size=32", "data.val_size=16", "data.test_size=16"]
     cfg = compose(
         [f"experiment={experiment}", "tune=random", *(small if experiment == "siamese" else [])]
     )
@@ -80,7 +82,7 @@ def hp_choices(entry) -> list:
 @built_once_per_session
 def finished_search(tmp_path_factory):
     """A grid search over a conditional space (bn_momentum only for the CNN), two executions
-    a trial, two of its four trials failing (a learning rate that diverges)."""
+    a trial, the second of its two trials failing (a learning rate that diverges)."""
     from tapefit.config.schemas import SpaceEntry
     from tapefit.runner.composition import compose
     from tapefit.sweeps.tuning import search
@@ -101,26 +103,26 @@ def finished_search(tmp_path_factory):
         "model.bn_momentum": SpaceEntry(
             type="choice", values=[0.5, 0.8], when={"model.architecture": ["cnn"]}
         ),
-        "optimizer.learning_rate": SpaceEntry(type="choice", values=[0.003, 1e9]),
         "data.batch_size": SpaceEntry(type="int", min=16, max=64, step=32),
+        "optimizer.learning_rate": SpaceEntry(type="choice", values=[0.003, 1e9]),
     }
-    # keras-tuner's grid changes the last entry fastest, from the first values: the MLP at 3e-3
-    # with batches of 16 and 48 (completed), then at 1e9 (failed); the CNN never trains
-    cfg.tune.max_trials = 4
+    # keras-tuner's grid changes the last entry fastest, from the first values: the MLP with
+    # batches of 16 at 3e-3 (completed, two runs), then at 1e9 (failed in its first run); the
+    # CNN never trains. Three runs: the four trials (six runs) of before held no other kind of
+    # session.
+    cfg.tune.max_trials = 2
     search(cfg, search_dir)
     return search_dir
 
 
 def test_every_trial_of_a_search_is_an_hparams_session_read_back_from_tensorboard(
-    finished_search,
+    finished_search, tensorboard_server
 ):
-    from tests.helpers import TensorBoardServer
-
     records = {
         trial.name: json.loads((trial / "execution-0" / "trial.json").read_text())
         for trial in (finished_search / "trials").iterdir()
     }
-    with TensorBoardServer(finished_search) as server:
+    with tensorboard_server(finished_search) as server:
         experiment, groups = server.hparams_sessions(expected=len(records))
     # typed columns with their domains; the inactive bn_momentum's placeholder (the config's
     # 0.9) is in its domain
@@ -132,7 +134,7 @@ def test_every_trial_of_a_search_is_an_hparams_session_read_back_from_tensorboar
     assert infos["data.batch_size"]["type"] == "DATA_TYPE_FLOAT64"
     # every trial, failed ones and MLP ones (no bn_momentum) included, is one session
     # with a value for every column, so parallel coordinates draw it
-    assert len(groups) == len(records) >= 4
+    assert len(groups) == len(records) == 2
     assert any("model.bn_momentum" not in r["values"] for r in records.values())  # inactive
     assert {r["status"] for r in records.values()} == {"completed", "failed"}
     sessions = {group["sessions"][0]["name"]: group for group in groups}

@@ -81,7 +81,9 @@ def test_mixed_bfloat16_trains_the_digits_classifier_past_90_percent(compose, tm
     cfg = compose(
         [
             "model.architecture=mlp",
-            "trainer.epochs=15",
+            # measured: 0.953 test accuracy after 8 epochs (0.912 validation from the 3rd),
+            # 0.964 after 15
+            "trainer.epochs=8",
             "trainer.verbose=0",
             "trainer.precision=mixed_bfloat16",
         ]
