@@ -36,10 +36,10 @@ def two_runs(tmp_path_factory):
     return outputs
 
 
-def test_ordinary_runs_are_hparams_sessions_read_back_from_a_tensorboard_server(
-    two_runs, tensorboard_server
-):
-    with tensorboard_server(two_runs) as server:
+def test_ordinary_runs_are_hparams_sessions_read_back_from_a_tensorboard_server(two_runs):
+    from tests.helpers import TensorBoardServer
+
+    with TensorBoardServer(two_runs) as server:
         experiment, groups = server.hparams_sessions(expected=2)
     names = {info["name"] for info in experiment["hparamInfos"]}
     assert {"optimizer.learning_rate", "model.architecture", "data.batch_size", "seed"} <= names

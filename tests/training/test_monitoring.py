@@ -116,13 +116,15 @@ def finished_search(tmp_path_factory):
 
 
 def test_every_trial_of_a_search_is_an_hparams_session_read_back_from_tensorboard(
-    finished_search, tensorboard_server
+    finished_search,
 ):
+    from tests.helpers import TensorBoardServer
+
     records = {
         trial.name: json.loads((trial / "execution-0" / "trial.json").read_text())
         for trial in (finished_search / "trials").iterdir()
     }
-    with tensorboard_server(finished_search) as server:
+    with TensorBoardServer(finished_search) as server:
         experiment, groups = server.hparams_sessions(expected=len(records))
     # typed columns with their domains; the inactive bn_momentum's placeholder (the config's
     # 0.9) is in its domain
