@@ -135,7 +135,7 @@ def test_a_users_parquet_dataset_folder_and_jsonl_files_train_from_the_cli(tmp_p
     """From the user's folder, as they have the files: the training pairs streamed from
     Parquet, validation a Hugging Face dataset folder, test JSON lines, columns named as in
     STS-b."""
-    from tests.helpers import run_cli, run_cli_batch
+    from tests.helpers import SMALL_SIAMESE, run_cli, run_cli_batch
 
     datasets = pytest.importorskip("datasets")
     write_parquet(tmp_path / "train.parquet", sts_records(512, seed=1))
@@ -153,6 +153,7 @@ def test_a_users_parquet_dataset_folder_and_jsonl_files_train_from_the_cli(tmp_p
         "data.text1_column=sentence1",
         "data.text2_column=sentence2",
         "data.label_column=score",
+        *SMALL_SIAMESE,  # the files are the subject, not the encoder
         "trainer.epochs=1",
         "trainer.verbose=0",
         "hydra.run.dir=run",

@@ -13,6 +13,7 @@ import tensorflow as tf
 from tapefit import TapefitError
 from tapefit.runner.train import build_data, run
 from tests.checkpointing.test_resume import drive, weights
+from tests.helpers import SMALL_SIAMESE
 
 HEADER = "text1\ttext2\tlabel\n"
 
@@ -107,7 +108,7 @@ def test_a_streamed_run_reports_rows_read_and_lines_skipped(corpus, compose, tmp
             *pair_overrides(root, "data.on_bad_line=skip", "trainer.epochs=1"),
             f"data.train_path={bad / '*.tsv'}",
             "trainer.verbose=0",
-            "model.encoder.units=8",
+            *SMALL_SIAMESE,  # the stream's counts are the subject, not the encoder
         ]
     )
     metrics = run(cfg, tmp_path / "run")
@@ -126,7 +127,7 @@ def test_a_streamed_run_reports_rows_read_and_lines_skipped(corpus, compose, tmp
 )
 def test_stream_errors_are_one_line(corpus, compose, tmp_path, change, message):
     root, _ = corpus
-    extra = ["trainer.epochs=1", "trainer.verbose=0", "model.encoder.units=8"]
+    extra = ["trainer.epochs=1", "trainer.verbose=0", *SMALL_SIAMESE]
     if change == "bad_line":
         write_shards(tmp_path / "train", shards=2, rows=10)
         path = tmp_path / "train" / "shard-1.tsv"
@@ -154,8 +155,7 @@ def test_a_streamed_run_resumed_mid_epoch_equals_the_uninterrupted_run(corpus, t
     overrides = [
         *pair_overrides(root),
         "data.batch_size=15",
-        "model.encoder.rnn=none",  # the stream's replay is tested, not the encoder: a bag of
-        "model.encoder.pooling=mean",  # embeddings builds no recurrent graph
+        *SMALL_SIAMESE,  # the stream's replay is tested, not the encoder
         "trainer.epochs=3",
         "trainer.deterministic=true",
         "trainer.steps_per_execution=1",

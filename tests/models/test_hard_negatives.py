@@ -16,7 +16,7 @@ from tapefit.data.loaders import pair_files
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.errors import TapefitError
 from tapefit.models.losses import InBatchNegativesLoss, TripletLoss, hard_negative_candidates
-from tests.helpers import run_cli
+from tests.helpers import SMALL_SIAMESE, run_cli
 from tests.models.pair_loss_references import (
     GATHERING_LOSSES,
     reference_in_batch_negatives,
@@ -181,11 +181,15 @@ def test_hard_negatives_train_from_a_users_folder_and_a_wrong_loss_stops_before_
     assert last.startswith("tapefit: error: data.negative_column gives hard negatives, which ")
     assert not (tmp_path / "refused" / "model.keras").exists()
 
+    # the bag of embeddings for 2 epochs (the negatives' file and loss are the subject, not the
+    # LSTM): the positive ranks above in 83 % of the test triples, test recall@10 1.0, measured
+    # (the LSTM after 3 epochs: 75 %, 0.92)
     result = run_cli(
         *TRIPLES,
         "model.loss.name=in_batch_negatives",
         "model.retrieval.enabled=true",
-        "trainer.epochs=3",
+        *SMALL_SIAMESE,
+        "trainer.epochs=2",
         "hydra.run.dir=run",
         cwd=tmp_path,
     )

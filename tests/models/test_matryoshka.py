@@ -133,8 +133,10 @@ def test_a_run_reports_every_dimension_and_selects_on_one(compose, tmp_path):
 def test_the_saved_model_serves_each_dimension(tmp_path):
     from tapefit.training.export import export_for_serving
 
+    # the bag of embeddings (8 wide): the export's signatures are the subject, not the encoder
+    encoder = {"rnn": "none", "pooling": "mean", "embedding_dim": 8}
     model = SiameseModel.from_texts(
-        ["a cat sat", "a dog ran"], encoder={"units": 8}, loss={"matryoshka_dims": [8, 3]}
+        ["a cat sat", "a dog ran"], encoder=encoder, loss={"matryoshka_dims": [8, 3]}
     )
     export_for_serving(model, tmp_path / "export")
     served = tf.saved_model.load(str(tmp_path / "export"))

@@ -289,15 +289,13 @@ def test_a_diverging_classifier_run_fails_instead_of_reporting_success(compose, 
 
 
 @pytest.mark.slow  # end to end: make test-fast leaves it out
-def test_the_readme_binary_contrastive_example_runs(tmp_path):
-    result = run_cli(
-        *SIAMESE,
-        "data.label_type=binary",
-        "model.loss.name=contrastive",
-        f"hydra.run.dir={tmp_path}",
-    )
+def test_a_binary_contrastive_run_reports_val_auc_as_its_objective(tmp_path_factory):
+    # the command's run, shared with tests/models/test_siamese.py (which reads its AUC figures)
+    from tests.models.siamese_runs import build_binary_contrastive_run
+
+    run_dir, result = build_binary_contrastive_run(tmp_path_factory=tmp_path_factory)
     assert result.returncode == 0, result.stderr[-2000:]
-    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["objective"] == "val_auc" and 0 <= metrics["objective_value"] <= 1
     assert "objective: val_auc=" in result.stdout
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from tapefit import evaluate, predict
-from tests.helpers import REPO, built_once_per_session, run_cli, run_in
+from tests.helpers import REPO, run_in
+from tests.models.siamese_runs import build_siamese_run
 
 pytestmark = pytest.mark.slow
-QUICK = ["trainer.epochs=2", "trainer.verbose=0"]
 
 
 def module(name: str, *args: str) -> subprocess.CompletedProcess:
@@ -23,18 +23,9 @@ def module(name: str, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="session")
-@built_once_per_session
 def siamese_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("reuse") / "siamese"
-    done = run_cli(
-        "experiment=siamese",
-        *QUICK,
-        "data.train_size=600",
-        "data.test_size=200",
-        f"hydra.run.dir={run_dir}",
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return run_dir
+    """`experiment=siamese` (the LSTM) trained through the CLI once a session."""
+    return build_siamese_run(tmp_path_factory=tmp_path_factory)
 
 
 def test_evaluate_reproduces_the_runs_test_metrics_exactly(classifier_run):

@@ -26,7 +26,7 @@ from tapefit.text.wordpiece import (
     learn_wordpiece_vocabulary,
 )
 from tests import processes
-from tests.helpers import REPO, run_cli, write_pairs_tsv
+from tests.helpers import REPO, SMALL_SIAMESE, built_once_per_session, run_cli, write_pairs_tsv
 
 
 @pytest.fixture(scope="module")
@@ -183,34 +183,6 @@ def test_a_wordpiece_run_without_keras_hub_stops_before_training(tmp_path):
     assert "Traceback" not in result.stderr and not (tmp_path / "history.json").exists()
 
 
-WORD_RUN = """
-import sys
-from tapefit import SiameseModel
-from tapefit.data.loaders import synthetic_pairs
-
-data = synthetic_pairs(train_size=32, val_size=8, test_size=8)
-model = SiameseModel(**data.model_arguments(), encoder={"units": 4, "embedding_dim": 4})
-model.encode(["a b"])
-print("keras_hub" in sys.modules)
-"""
-
-
-@pytest.mark.slow
-def test_import_tapefit_and_word_models_never_import_keras_hub(monkeypatch):
-    # a real interpreter: the tests' warm one (tests/zygote.py) has keras-hub imported
-    monkeypatch.setenv("TAPEFIT_TEST_FORK", "0")
-    result = processes.run(
-        [sys.executable, "-c", WORD_RUN],
-        cwd=REPO,
-        env=dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-1] == "False"
-
-
 def test_streamed_pairs_learn_the_wordpiece_vocabulary_on_their_sample(tmp_path):
     generator = PairGenerator(seed=3)
     write_pairs_tsv(tmp_path / "train.tsv", *generator.pairs(300))
@@ -269,54 +241,93 @@ ENCODE = textwrap.dedent(
     """
 )
 
-# Serves the export's `encode` in a fresh interpreter without tapefit: loading it fails until
-# tensorflow_text is imported, then serves.
-SERVE = textwrap.dedent(
+# One real interpreter (not a fork of the tests' warm one, which has imported tapefit and
+# keras-hub) for two checks, one interpreter's start-up for both: it serves the export's
+# `encode` without tapefit (loading fails until tensorflow_text is imported), then imports
+# tapefit and builds a word model, which must not import keras-hub. Each check prints its own
+# lines, and a failure of the first does not stop the second.
+FRESH = textwrap.dedent(
     """
-    import sys
+    import sys, traceback
     import numpy as np
     import tensorflow as tf
 
+    def serve():
+        try:
+            tf.saved_model.load(sys.argv[1])
+            print("bare: loaded")
+        except Exception as error:
+            print("bare:", "Op type not registered" in str(error))
+        import tensorflow_text  # registers the ops the WordPiece tokenizer runs
+        served = tf.saved_model.load(sys.argv[1])
+        np.save(sys.argv[3], served.encode(tf.constant(list(np.load(sys.argv[2])))).numpy())
+        print("served, tapefit imported:", "tapefit" in sys.modules)
+
     try:
-        tf.saved_model.load(sys.argv[1])
-        print("bare: loaded")
-    except Exception as error:
-        print("bare:", "Op type not registered" in str(error))
-    import tensorflow_text  # registers the ops the WordPiece tokenizer runs
-    served = tf.saved_model.load(sys.argv[1])
-    np.save(sys.argv[3], served.encode(tf.constant(list(np.load(sys.argv[2])))).numpy())
-    print("tapefit" in sys.modules)
+        serve()
+    except Exception:
+        traceback.print_exc()
+    print("before tapefit, keras_hub imported:", "keras_hub" in sys.modules)
+
+    from tapefit import SiameseModel
+    from tapefit.data.loaders import synthetic_pairs
+
+    data = synthetic_pairs(train_size=32, val_size=8, test_size=8)
+    model = SiameseModel(**data.model_arguments(), encoder={"units": 4, "embedding_dim": 4})
+    model.encode(["a b"])
+    print("after a word model, keras_hub imported:", "keras_hub" in sys.modules)
     """
 )
+SIZES = {"train_size": 200, "val_size": 32, "test_size": 32}
 
 
-def fresh(code: str, *args) -> subprocess.CompletedProcess:
-    """A real interpreter (not a fork of one that imported tapefit)."""
-    return subprocess.run(
-        [sys.executable, "-c", code, *map(str, args)],
-        env=dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-@pytest.mark.slow  # trains over the CLI: make test-fast leaves it out
-def test_a_wordpiece_cli_run_trains_reloads_and_exports(tmp_path):
-    run_dir = tmp_path / "run"
-    sizes = {"train_size": 200, "val_size": 32, "test_size": 32}
+@pytest.fixture(scope="session")
+@built_once_per_session
+def wordpiece_run(tmp_path_factory):
+    """A wordpiece run through the CLI, exported, and the real interpreter of `FRESH` over its
+    export: (the run directory, the probe texts' file, the CLI's and the interpreter's
+    results)."""
+    folder = tmp_path_factory.mktemp("wordpiece")
+    run_dir = folder / "run"
     result = run_cli(
         "experiment=siamese",
         "data.tokenizer=wordpiece",
         "data.wordpiece_vocabulary_size=300",
-        *(f"data.{key}={value}" for key, value in sizes.items()),
+        *(f"data.{key}={value}" for key, value in SIZES.items()),
+        # the bag of embeddings: the tokenizer inside the model and its export are the
+        # subject, not the encoder (the LSTM's wordpiece model reloads in the tests above)
+        *SMALL_SIAMESE,
         "model.encoder.embedding_dim=8",
-        "model.encoder.units=8",
         "trainer.epochs=1",
         "trainer.verbose=0",
         "trainer.export=true",
         f"hydra.run.dir={run_dir}",
     )
+    probe = [*PairGenerator(seed=0).pairs(8)[0], "Bazokeqa tisu!", "xyq", ""]
+    np.save(folder / "texts.npy", np.array(probe))
+    files = (run_dir / "export", folder / "texts.npy", folder / "served.npy")
+    fresh = subprocess.run(
+        [sys.executable, "-c", FRESH, *map(str, files)],
+        env=dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return run_dir, folder, result, fresh
+
+
+@pytest.mark.slow  # a real interpreter: make test-fast leaves it out
+def test_import_tapefit_and_word_models_never_import_keras_hub(wordpiece_run):
+    fresh = wordpiece_run[3]
+    lines = fresh.stdout.splitlines()
+    assert "before tapefit, keras_hub imported: False" in lines, fresh.stderr[-3000:]
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert lines[-1] == "after a word model, keras_hub imported: False"
+
+
+@pytest.mark.slow  # trains over the CLI: make test-fast leaves it out
+def test_a_wordpiece_cli_run_trains_reloads_and_exports(wordpiece_run):
+    run_dir, folder, result, fresh = wordpiece_run
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert -1 <= metrics["test_spearman"] <= 1 and metrics["export"] == "export"
@@ -325,13 +336,10 @@ def test_a_wordpiece_cli_run_trains_reloads_and_exports(tmp_path):
 
     model = keras.saving.load_model(run_dir / "model.keras")
     assert model.tokenizer == "wordpiece"
-    expected = synthetic_pairs(**sizes, tokenizer="wordpiece", wordpiece_vocabulary_size=300)
+    expected = synthetic_pairs(**SIZES, tokenizer="wordpiece", wordpiece_vocabulary_size=300)
     assert model.vocabulary == expected.model_arguments()["vocabulary"]
-    generator = PairGenerator(seed=0)
-    probe = [*generator.pairs(8)[0], "Bazokeqa tisu!", "xyq", ""]
-    texts, out = tmp_path / "texts.npy", tmp_path / "a.npy"
-    np.save(texts, np.array(probe))
-    encoded = model.encode(probe)
+    texts, out = folder / "texts.npy", folder / "a.npy"
+    encoded = model.encode(list(np.load(texts)))
 
     # a process that never saw this run (forked before any model was built or keras-hub imported)
     reloaded = processes.run(
@@ -346,7 +354,6 @@ def test_a_wordpiece_cli_run_trains_reloads_and_exports(tmp_path):
     np.testing.assert_array_equal(np.load(out), encoded)
 
     # The SavedModel runs tensorflow-text ops: a serving process imports tensorflow_text first
-    served = fresh(SERVE, run_dir / "export", texts, tmp_path / "c.npy")
-    assert served.returncode == 0, served.stderr[-3000:]
-    assert served.stdout.split()[-3:] == ["bare:", "True", "False"]  # refused; then no tapefit
-    np.testing.assert_allclose(np.load(tmp_path / "c.npy"), encoded, atol=1e-5)
+    lines = fresh.stdout.splitlines()
+    assert lines[:2] == ["bare: True", "served, tapefit imported: False"], fresh.stderr[-3000:]
+    np.testing.assert_allclose(np.load(folder / "served.npy"), encoded, atol=1e-5)
