@@ -89,7 +89,10 @@ def test_every_pair_loss_is_float32(policy, loss):
         SiameseModel(
             vocabulary=WORDS,
             sequence_length=8,
-            encoder={"embedding_dim": 16, "units": 16},
+            # the loss is the subject, not the encoder (whose operations the test above
+            # checks): a bag of embeddings traces no LSTM, and its projection hands the loss
+            # 16-bit vectors, as the default LSTM's last state does
+            encoder={"rnn": "none", "pooling": "mean", "embedding_dim": 16, "projection": 16},
             loss=options,
             label_type="binary" if binary else "graded",
             hard_negatives=loss == "triplet",
@@ -99,6 +102,8 @@ def test_every_pair_loss_is_float32(policy, loss):
     texts = (TEXTS_A, TEXTS_B, TEXTS_B[::-1]) if loss == "triplet" else (TEXTS_A, TEXTS_B)
     batch = (texts, labels)
     assert half_operations(model, batch) == []
+    compute = keras.config.dtype_policy().compute_dtype
+    assert model.encoder(model.vectorizer(TEXTS_A)).dtype == compute  # the loss casts them
 
 
 @pytest.mark.parametrize("architecture", ["cnn", "mlp"])
@@ -109,18 +114,32 @@ def test_the_classifier_keeps_its_softmax_and_loss_in_float32(policy, architectu
     assert model(batch[0]).dtype == "float32"
 
 
-def test_a_pretrained_text_encoder_pools_and_scores_in_float32(policy, tmp_path):
+@pytest.fixture(scope="module")
+def one_layer_bert(tmp_path_factory):
+    """A KerasHub preset folder of a one-layer BERT (tests/text/pretrained_checkpoints.py's
+    tiny backbone and tokenizer): one attention softmax to find, one layer to trace, written
+    once for both policies."""
     pytest.importorskip("keras_hub")
-    from tests.text.pretrained_checkpoints import write_keras_hub_preset
+    import keras_hub
 
-    write_keras_hub_preset(tmp_path / "bert")
-    model = compiled(SiameseModel(encoder={"preset": str(tmp_path / "bert")}, sequence_length=12))
+    from tests.text.pretrained_checkpoints import VOCABULARY, tiny_backbone
+
+    folder = tmp_path_factory.mktemp("bert")
+    tiny_backbone(num_layers=1).save_to_preset(str(folder))
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=VOCABULARY, lowercase=True)
+    tokenizer.save_to_preset(str(folder))
+    return str(folder)
+
+
+def test_a_pretrained_text_encoder_pools_and_scores_in_float32(one_layer_bert, policy):
+    model = compiled(SiameseModel(encoder={"preset": one_layer_bert}, sequence_length=12))
     batch = ((TEXTS_A, TEXTS_B), np.array([4.0, 1.0, 2.5, 0.0], "float32"))
     # KerasHub's attention takes its softmax in the compute dtype (Keras' explicit path, with
     # attention dropout), inside the backbone; its layer norms are Keras', in float32
     half = half_operations(model, batch)
-    assert len(half) == 2  # one per transformer layer of the tiny BERT
+    assert len(half) == 1  # one per transformer layer of the one-layer BERT
     assert all(op.startswith("Softmax ") and "backbone" in op and "attention" in op for op in half)
+    assert model.encoder.backbone.compute_dtype == keras.config.dtype_policy().compute_dtype
 
 
 @pytest.mark.parametrize("pooling", ["avg", "max"])

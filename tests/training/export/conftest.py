@@ -51,15 +51,19 @@ def siamese_export(export_run):
 EXPORT_EXTRA = all(
     importlib.util.find_spec(name) for name in ("tf2onnx", "onnxruntime", "ai_edge_litert")
 )
+OPENVINO = importlib.util.find_spec("openvino") is not None
+# The CNN's formats beside its SavedModel: every format is checked on this one run (the MLP's
+# run that exported ONNX, LiteRT and OpenVINO apart was a second run of the same files).
+CNN_FORMATS = [*(["onnx", "litert"] if EXPORT_EXTRA else []), *(["openvino"] if OPENVINO else [])]
 
 
 @pytest.fixture(scope="session")
 def cnn_export(export_run):
     """The digits CNN's export (one block: convolution, BatchNorm, pooling, Dropout;
     `SMALL_CNN`), three steps of training: test_export.py serves its SavedModel in a process
-    without tapefit, test_export_formats.py runs its ONNX and LiteRT files. One run for both
-    files (two CNN runs were traced before: most of each run's cost)."""
-    formats = ["saved_model", *(["onnx", "litert"] if EXPORT_EXTRA else [])]
+    without tapefit, test_export_formats.py runs its ONNX, LiteRT and OpenVINO files. One run
+    for both files (two CNN runs were traced before: most of each run's cost)."""
+    formats = ["saved_model", *CNN_FORMATS]
     return export_run(
         "cnn",
         "model.architecture=cnn",
