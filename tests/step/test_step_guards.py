@@ -112,8 +112,16 @@ def train(on_nonfinite, x, epochs=2, seed=3, strategy=None):
     return model, history.history
 
 
-def test_skip_leaves_weights_and_optimizer_as_if_the_bad_batch_were_absent():
-    model, history = train("skip", poisoned())
+@pytest.fixture(scope="module")
+def skipped_on_one_device():
+    """train("skip", poisoned()) on one device: the run both tests below check."""
+    return train("skip", poisoned())
+
+
+def test_skip_leaves_weights_and_optimizer_as_if_the_bad_batch_were_absent(
+    skipped_on_one_device,
+):
+    model, history = skipped_on_one_device
     keep = np.r_[0:32, 64:96]
     keras.utils.set_random_seed(3)
     reference = Net()
@@ -128,11 +136,13 @@ def test_skip_leaves_weights_and_optimizer_as_if_the_bad_batch_were_absent():
 
 
 @pytest.mark.slow  # end to end: make test-fast leaves it out
-def test_a_bad_batch_on_one_replica_is_skipped_by_every_replica(mirrored_strategy):
+def test_a_bad_batch_on_one_replica_is_skipped_by_every_replica(
+    mirrored_strategy, skipped_on_one_device
+):
     """The NaN row lands in one replica's half of batch 2; both replicas agree to skip it, so
     the result equals the one-device run's (every row of the batch was skipped there too)."""
     model, history = train("skip", poisoned(), strategy=mirrored_strategy)
-    alone, _ = train("skip", poisoned())
+    alone, _ = skipped_on_one_device
     assert history["skipped_steps"] == [1, 1]
     for a, b in zip(model.get_weights(), alone.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, atol=1e-6)
