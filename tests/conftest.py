@@ -1,27 +1,16 @@
 """Shared fixtures: TensorFlow backend, two logical CPUs for distribution tests, seeds, configs."""
 
-from tapefit.backend import ensure_tensorflow_backend, set_command_defaults
+import atexit
+import gc
+import os
+import shutil
+import tempfile
+import textwrap
 
-set_command_defaults()  # the tests run TensorFlow as `python -m tapefit` does
-ensure_tensorflow_backend()  # before TensorFlow is imported
+import pytest
 
-# isort: split
-import atexit  # noqa: E402
-import gc  # noqa: E402
-import os  # noqa: E402
-import shutil  # noqa: E402
-import tempfile  # noqa: E402
-import textwrap  # noqa: E402
-
-# Each xdist worker's TensorFlow gets its share of the cores for its intra-op pool (one each with
-# `-n 2` on two cores), before TensorFlow starts; the processes a test starts inherit it. Two
-# workers each running two intra-op threads on two cores made every run wait on the other's: on a
-# slice of the suite (resume, recipes, Siamese, TapeModel; 85 tests, `-n 2`, alternated) 158.6 and
-# 152.1 s of pytest with two threads, 142.9 and 136.1 s with one. The setting only divides the
-# cores: the runs a test compares with each other use the same one.
-if os.environ.get("PYTEST_XDIST_WORKER") and "TF_NUM_INTRAOP_THREADS" not in os.environ:
-    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    os.environ["TF_NUM_INTRAOP_THREADS"] = str(max(1, (os.cpu_count() or 1) // _workers))
+from tests import module_seconds
+from tests.helpers import built_once_per_session
 
 # Grappler, TensorFlow's graph optimiser, off in the tests (`TAPEFIT_TESTS_GRAPPLER=on` keeps
 # TensorFlow's default): the tests' graphs run a few steps each, so optimising them costs more
@@ -31,30 +20,53 @@ if os.environ.get("PYTEST_XDIST_WORKER") and "TF_NUM_INTRAOP_THREADS" not in os.
 # marked `tf_defaults` and run with Grappler on, as users' runs do. The forking server
 # (tests/zygote.py) reads the same variable, so the runs it forks match.
 os.environ.setdefault("TAPEFIT_TESTS_GRAPPLER", "off")
-
-# isort: split
-import keras  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from tests.helpers import built_once_per_session  # noqa: E402
-
-# tapefit's cache (Arrow copies of Parquet image tables) in a folder of this test process's own,
-# which its forked runs inherit, not the user's ~/.cache.
-if "TAPEFIT_CACHE_DIR" not in os.environ:
-    os.environ["TAPEFIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tapefit-cache-")
-    atexit.register(shutil.rmtree, os.environ["TAPEFIT_CACHE_DIR"], ignore_errors=True)
-
-# Two logical CPUs let MirroredStrategy run two replicas on this GPU-less machine. It must be
-# set before TensorFlow initialises its devices, so it happens at import time.
-_cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(
-    _cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
-)
-
-
 GRAPPLER_OFF = os.environ["TAPEFIT_TESTS_GRAPPLER"] == "off"
-tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": GRAPPLER_OFF})
+
+
+def runs_tests(config: pytest.Config) -> bool:
+    """False only in xdist's controller, which hands the tests out and runs none: it imports
+    neither TensorFlow nor tapefit (5 s of imports before the first worker started)."""
+    return hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", 0)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if runs_tests(config):
+        set_up_tensorflow()
+
+
+def set_up_tensorflow() -> None:
+    """TensorFlow as `python -m tapefit` runs it, on this test process's share of the cores,
+    with two logical CPUs; before any test module imports it."""
+    from tapefit.backend import ensure_tensorflow_backend, set_command_defaults
+
+    set_command_defaults()  # the tests run TensorFlow as `python -m tapefit` does
+    ensure_tensorflow_backend()  # before TensorFlow is imported
+
+    # Each xdist worker's TensorFlow gets its share of the cores for its intra-op pool (one each
+    # with `-n 2` on two cores), before TensorFlow starts; the processes a test starts inherit
+    # it. Two workers each running two intra-op threads on two cores made every run wait on the
+    # other's: on a slice of the suite (resume, recipes, Siamese, TapeModel; 85 tests, `-n 2`,
+    # alternated) 158.6 and 152.1 s of pytest with two threads, 142.9 and 136.1 s with one. The
+    # setting only divides the cores: the runs a test compares with each other use the same one.
+    if os.environ.get("PYTEST_XDIST_WORKER") and "TF_NUM_INTRAOP_THREADS" not in os.environ:
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        os.environ["TF_NUM_INTRAOP_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+
+    # tapefit's cache (Arrow copies of Parquet image tables) in a folder of this test process's
+    # own, which its forked runs inherit, not the user's ~/.cache.
+    if "TAPEFIT_CACHE_DIR" not in os.environ:
+        os.environ["TAPEFIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="tapefit-cache-")
+        atexit.register(shutil.rmtree, os.environ["TAPEFIT_CACHE_DIR"], ignore_errors=True)
+
+    import tensorflow as tf
+
+    # Two logical CPUs let MirroredStrategy run two replicas on this GPU-less machine. It must be
+    # set before TensorFlow initialises its devices.
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()]
+    )
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": GRAPPLER_OFF})
 
 
 @pytest.fixture(autouse=True)
@@ -63,6 +75,8 @@ def _graph_optimisation(request):
     if not (GRAPPLER_OFF and request.node.get_closest_marker("tf_defaults")):
         yield
         return
+    import tensorflow as tf
+
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
     try:
         yield
@@ -102,6 +116,8 @@ def pytest_runtest_protocol(item, nextitem):
 @pytest.fixture(autouse=True)
 def _seed_and_policy():
     """Every test starts from the same seed and float32, whatever the previous one set."""
+    import keras
+
     keras.utils.set_random_seed(1234)
     keras.mixed_precision.set_global_policy("float32")
     yield
@@ -120,6 +136,8 @@ def compose():
 def mirrored_strategy():
     """One MirroredStrategy over the two logical CPUs for the whole session: separate instances
     in one process reuse collective instance keys and abort each other's all-reduces."""
+    import tensorflow as tf
+
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     assert strategy.num_replicas_in_sync == 2
     return strategy
@@ -276,8 +294,15 @@ def pytest_collection_modifyitems(config, items):
         if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
 
-    def rank(item: pytest.Item) -> int:
-        starts = [i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)]
-        return starts[0] if starts else len(LONGEST_FIRST)
+    # After those, whole modules, heaviest first (tests/module_seconds.json): the suite ends
+    # with its lightest tests, so neither worker idles while the other runs a long last one
+    # (one worker ran alone for the last half minute when the order was the files' own). A
+    # module's tests stay together and in their order, so a module fixture is built once.
+    seconds = module_seconds.load()
 
-    items.sort(key=rank)  # stable: the rest keep their order
+    def rank(item: pytest.Item) -> tuple[int, float]:
+        starts = [i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)]
+        first = starts[0] if starts else len(LONGEST_FIRST)
+        return first, -seconds.get(item.nodeid.split("::")[0], 0.0)
+
+    items.sort(key=rank)  # stable: within a module, the tests keep their order

@@ -8,8 +8,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-import tensorflow as tf
-
 from tests import processes
 
 REPO = Path(__file__).resolve().parents[1]
@@ -210,6 +208,8 @@ def built_once_per_session(function: Callable[..., T]) -> Callable[..., T]:
 
 def scalar_tags(log_dir: Path) -> dict[str, list[float]]:
     """Every scalar written to the TensorBoard event files in `log_dir`, tag -> values in order."""
+    import tensorflow as tf
+
     scalars: dict[str, list[float]] = {}
     for events in sorted(log_dir.glob("events.out.tfevents.*")):
         for event in tf.compat.v1.train.summary_iterator(str(events)):

@@ -2,11 +2,11 @@
 and shows what a reader comes for: the tutorials' plots, the API of TapeModel, every key."""
 
 import os
-import subprocess
 import sys
 
 import pytest
 
+from tests import processes
 from tests.helpers import REPO, built_once_per_session
 
 pytestmark = pytest.mark.slow
@@ -22,7 +22,9 @@ QUIET = {
 @built_once_per_session
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site")
-    done = subprocess.run(
+    # forked from the tests' warm interpreter (tests/processes.py): the config reference's
+    # generator imports tapefit, 6 s of imports in a fresh one
+    done = processes.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=REPO,
         env={**os.environ, **QUIET},
