@@ -42,6 +42,28 @@ def atomic_write(path: Path, write: Any, mode: str = "w") -> Path:
     return path
 
 
+# zlib's fastest level: a run's figures are a few tens of kB either way, and at matplotlib's
+# default level the compression took about a tenth of each figure's time.
+PNG_COMPRESSION = 1
+
+
+def write_png(figure: Any, path: Path, dpi: int = 110) -> Path:
+    """Save a matplotlib `figure` as PNG at `path`, atomically.
+
+    Examples:
+        >>> import tempfile
+        >>> from matplotlib.figure import Figure
+        >>> figure = Figure(figsize=(2, 1))
+        >>> _ = figure.subplots().plot([0, 1], [1, 0])
+        >>> path = write_png(figure, Path(tempfile.mkdtemp()) / "line.png")
+        >>> path.read_bytes()[:4]
+        b'\\x89PNG'
+    """
+    pil = {"compress_level": PNG_COMPRESSION}
+    save = lambda file: figure.savefig(file, format="png", dpi=dpi, pil_kwargs=pil)  # noqa: E731
+    return atomic_write(path, save, mode="wb")
+
+
 def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

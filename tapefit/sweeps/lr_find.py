@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 from tapefit.config.schemas import LrFindConfig, TrainerConfig
 from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
-from tapefit.files import write_json
+from tapefit.files import write_json, write_png
 from tapefit.runner.preparation import build_data, build_model, prepare
 
 log = logging.getLogger("tapefit")
@@ -206,10 +206,12 @@ def find(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
 
 
 def plot(rates: np.ndarray, smoothed: list[float], suggested: float, path: Path) -> None:
-    """The smoothed loss over the learning rate (log scale), the suggestion marked."""
-    import matplotlib.pyplot as plt
+    """The smoothed loss over the learning rate (log scale), the suggestion marked (a
+    `matplotlib.figure.Figure` outside pyplot, written atomically)."""
+    from matplotlib.figure import Figure
 
-    figure, axes = plt.subplots(figsize=(6, 4))
+    figure = Figure(figsize=(6, 4), layout="tight")
+    axes = figure.subplots()
     axes.plot(rates, smoothed)
     axes.axvline(suggested, color="tab:red", linestyle="--", label=f"suggested {suggested:.3g}")
     axes.set(xscale="log", xlabel="learning rate", ylabel="smoothed training loss")
@@ -218,6 +220,4 @@ def plot(rates: np.ndarray, smoothed: list[float], suggested: float, path: Path)
         axes.set_ylim(min(finite) * 0.9, min(max(finite), 3 * finite[0]) * 1.1)
     axes.legend()
     axes.set_title("Learning-rate range test")
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    write_png(figure, path)

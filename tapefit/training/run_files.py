@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from tapefit.errors import UnsaveableModelError
-from tapefit.files import atomic_path, atomic_write
+from tapefit.files import atomic_path, atomic_write, write_png
 from tapefit.step.rebuild_check import check_rebuildable
 from tapefit.step.tape_model import TapeModel
 
@@ -155,9 +155,7 @@ def plot_curves(
     tested_epoch: int | None = None,
 ) -> Path:
     """Write `curves_figure` to `path` (PNG), atomically."""
-    figure = curves_figure(history, objective, best_epoch, tested_epoch)
-    atomic_write(path, lambda file: figure.savefig(file, format="png", dpi=110), mode="wb")
-    return path
+    return write_png(curves_figure(history, objective, best_epoch, tested_epoch), path)
 
 
 def write_model_summary(model: Any, path: Path) -> dict[str, int]:
