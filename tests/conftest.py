@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 import textwrap
+from unittest import mock
 
 import pytest
 
@@ -34,13 +35,31 @@ def pytest_configure(config: pytest.Config) -> None:
         set_up_tensorflow()
 
 
+# What `python -m tapefit` sets before TensorFlow is imported (`set_command_defaults`), set here
+# before anything imports it: importing `tapefit.backend` imports the package, and with it Keras
+# and TensorFlow, which read these variables once, at import. Set any later, they had no effect
+# in the test processes while the commands they start had them: on a CPU where TensorFlow leaves
+# oneDNN off by itself (an AMD EPYC), a model computed in a test differed in the last bit from
+# the same model reloaded by a command. `set_up_tensorflow` checks this copy against tapefit's.
+COMMAND_ENVIRONMENT = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "1"}
+for _name, _value in COMMAND_ENVIRONMENT.items():
+    os.environ.setdefault(_name, _value)
+
+
 def set_up_tensorflow() -> None:
     """TensorFlow as `python -m tapefit` runs it, on this test process's share of the cores,
     with two logical CPUs; before any test module imports it."""
     from tapefit.backend import ensure_tensorflow_backend, set_command_defaults
 
-    set_command_defaults()  # the tests run TensorFlow as `python -m tapefit` does
-    ensure_tensorflow_backend()  # before TensorFlow is imported
+    with mock.patch.dict(os.environ, clear=True):  # what it sets where nothing is set
+        set_command_defaults()
+        command_environment = dict(os.environ)
+    if command_environment != COMMAND_ENVIRONMENT:
+        raise RuntimeError(
+            f"tapefit.backend.set_command_defaults sets {command_environment}, tests/conftest.py's "
+            f"COMMAND_ENVIRONMENT {COMMAND_ENVIRONMENT}: make them the same"
+        )
+    ensure_tensorflow_backend()
 
     # Each xdist worker's TensorFlow gets its share of the cores for its intra-op pool (one each
     # with `-n 2` on two cores), before TensorFlow starts; the processes a test starts inherit
