@@ -4,6 +4,7 @@ import atexit
 import gc
 import os
 import shutil
+import sys
 import tempfile
 import textwrap
 from unittest import mock
@@ -44,11 +45,17 @@ def pytest_configure(config: pytest.Config) -> None:
 COMMAND_ENVIRONMENT = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "1"}
 for _name, _value in COMMAND_ENVIRONMENT.items():
     os.environ.setdefault(_name, _value)
+TENSORFLOW_IMPORTED_EARLIER = "tensorflow" in sys.modules  # by a pytest plugin: too late
 
 
 def set_up_tensorflow() -> None:
     """TensorFlow as `python -m tapefit` runs it, on this test process's share of the cores,
     with two logical CPUs; before any test module imports it."""
+    if TENSORFLOW_IMPORTED_EARLIER:
+        raise RuntimeError(
+            "TensorFlow was imported before tests/conftest.py set COMMAND_ENVIRONMENT: run "
+            "pytest without the plugin that imports it"
+        )
     from tapefit.backend import ensure_tensorflow_backend, set_command_defaults
 
     with mock.patch.dict(os.environ, clear=True):  # what it sets where nothing is set
