@@ -56,7 +56,7 @@ def set_up_tensorflow() -> None:
             "TensorFlow was imported before tests/conftest.py set COMMAND_ENVIRONMENT: run "
             "pytest without the plugin that imports it"
         )
-    from tapefit.backend import ensure_tensorflow_backend, set_command_defaults
+    from tapefit.backend import set_command_defaults  # the import pins KERAS_BACKEND too
 
     with mock.patch.dict(os.environ, clear=True):  # what it sets where nothing is set
         set_command_defaults()
@@ -66,7 +66,6 @@ def set_up_tensorflow() -> None:
             f"tapefit.backend.set_command_defaults sets {command_environment}, tests/conftest.py's "
             f"COMMAND_ENVIRONMENT {COMMAND_ENVIRONMENT}: make them the same"
         )
-    ensure_tensorflow_backend()
 
     # Each xdist worker's TensorFlow gets its share of the cores for its intra-op pool (one each
     # with `-n 2` on two cores), before TensorFlow starts; the processes a test starts inherit
