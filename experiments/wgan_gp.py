@@ -98,6 +98,13 @@ class WGANGP(tapefit.TapeModel):
     def metrics(self):
         return [self.critic_loss_tracker, self.generator_loss_tracker, self.penalty_tracker]
 
+    def variables_by_optimizer(self):
+        """Each optimizer's part: fit builds both before the step is traced (once)."""
+        return {
+            "critic": self.critic.trainable_variables,
+            "generator": self.generator.trainable_variables,
+        }
+
     def get_config(self):
         return {
             "name": self.name,

@@ -86,6 +86,15 @@ def splits_the_step(model: Any) -> bool:
     return BACKBONE_OPTIMIZER in model.optimizers or model.freeze_backbone_steps > 0
 
 
+def variables_by_optimizer(model: Any) -> dict[str, list]:
+    """With a `backbone` optimizer, the head's variables for the first optimizer and the
+    backbone's for `backbone` (what `apply_split_gradients` updates with each); else `{}`."""
+    if BACKBONE_OPTIMIZER not in model.optimizers:
+        return {}
+    head, backbone = head_and_backbone(model)
+    return {next(iter(model.optimizers)): head, BACKBONE_OPTIMIZER: backbone}
+
+
 def apply_fine_tuning_gradients(model: Any, tape: tf.GradientTape, loss: Any) -> list:
     """Differentiate `loss` once and update the head with the first optimizer, the backbone
     with the `backbone` optimizer (or the first), not before `freeze_backbone_steps` steps.

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from tapefit.errors import TapefitError
 from tapefit.models.precision import at_least_float32
+from tapefit.text.traced_once import TracedOnce
 
 Pooling = Literal["mean", "cls", "max"]
 POOLINGS = ("mean", "cls", "max")
@@ -137,6 +138,7 @@ class PretrainedTextEncoder(keras.layers.Layer):
             self.projection = keras.layers.Dense(int(projection), name="projection")
             self.projection.build((None, width))
         self.output_width = int(projection) if projection else width
+        self.tokenization = TracedOnce()  # one graph for every step that tokenises
         self.built = True
 
     def features(self, texts: Any) -> dict[str, tf.Tensor]:
@@ -149,7 +151,9 @@ class PretrainedTextEncoder(keras.layers.Layer):
             `token_ids`, `padding_mask` (and `segment_ids` where the backbone reads them),
             `(batch, longest)`.
         """
-        texts = tf.reshape(tf.convert_to_tensor(texts), [-1])
+        return self.tokenization(self._features, texts)
+
+    def _features(self, texts: tf.Tensor) -> dict[str, tf.Tensor]:
         pieces = self.tokenizer(texts)
         if isinstance(pieces, list):  # eager: KerasHub's tokenizers return Python lists
             pieces = tf.ragged.constant(pieces, dtype=tf.int32, ragged_rank=1)

@@ -30,6 +30,7 @@ from tapefit.models.fine_tuning import (
     check_fine_tuning,
     exclude_norms_and_biases,
     splits_the_step,
+    variables_by_optimizer,
 )
 from tapefit.models.layers import TextEncoder
 from tapefit.models.losses import pair_cosine
@@ -319,6 +320,12 @@ class SiameseModel(SiameseRunHooks, TapeModel):
     def pretrained_backbone(self) -> keras.Model:
         """The pretrained encoder's backbone (which its own optimizer may update)."""
         return self.encoder.backbone
+
+    def variables_by_optimizer(self) -> dict[str, list]:
+        """`TapeModel.variables_by_optimizer`; with a pretrained encoder and a `backbone`
+        optimizer, the head's variables for the first and the backbone's for `backbone`."""
+        split = variables_by_optimizer(self) if self.pretrained else {}
+        return split or super().variables_by_optimizer()
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
         """`TapeModel.compile`, and no weight decay on a pretrained encoder's norms and biases.

@@ -1,7 +1,9 @@
 """How a TapeModel gets built: from the dataset's element spec through its own step (under
 `tf.distribute`, and before a run's training), and, after its first traced step, marked built
 when the step built every layer without calling `self(x)`; the trace also notes the stateful
-random ops the step uses, which no checkpoint can replay."""
+random ops the step uses, which no checkpoint can replay. Its optimizers are built before the
+first step is traced, on the variables each updates (`variables_by_optimizer`), so TensorFlow
+traces the step once."""
 
 from __future__ import annotations
 
@@ -56,9 +58,71 @@ class SymbolicBuild:
             )
             if unbuilt:
                 self.build_from_batch(batch)
-            if self.optimizer is not None and not self.optimizer.built:
+            self.build_optimizers_ahead()
+            if self.optimizer is not None and not self.optimizer.built:  # several, undeclared
                 self.optimizer.build(self.trainable_variables)
             self._post_build()
+
+    def variables_by_optimizer(self) -> dict[str, list]:
+        """The variables each optimizer updates, where the model knows them before its step.
+
+        `fit` builds each optimizer on them before the first step is traced. An optimizer
+        that a step builds itself creates variables while TensorFlow traces, and TensorFlow
+        then traces the whole step a second time (to check that later calls create none).
+        With one optimizer it is every trainable variable; a model with several returns
+        `{}` unless it says which part each one updates, as a GAN can:
+        `{"critic": self.critic.trainable_variables, "generator": ...}`.
+
+        Returns:
+            Optimizer name (as in `compile`) to the variables it updates.
+
+        Examples:
+            >>> import keras, tapefit
+            >>> inputs = keras.Input((2,))
+            >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+            >>> model.compile(optimizer={"main": "adam", "slow": "sgd"}, loss="mse")
+            >>> model.variables_by_optimizer()
+            {}
+            >>> model.compile(optimizer="adam", loss="mse")
+            >>> [len(v) for v in model.variables_by_optimizer().values()]
+            [2]
+        """
+        optimizers = self.optimizers
+        if len(optimizers) != 1:
+            return {}
+        return {name: list(self.trainable_variables) for name in optimizers}
+
+    def build_optimizers_ahead(self) -> None:
+        """Build each optimizer on the variables `variables_by_optimizer` gives it, before
+        the first step is traced (an optimizer built already is left as it is).
+
+        `fit` calls it once every layer is built: a step that built an optimizer itself would
+        create variables while TensorFlow traces it, and TensorFlow would then trace the whole
+        step again.
+
+        Examples:
+            >>> import keras, tapefit
+            >>> inputs = keras.Input((2,))
+            >>> model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
+            >>> model.compile(optimizer="adam", loss="mse")
+            >>> model.build_optimizers_ahead()
+            >>> model.optimizer.built
+            True
+        """
+        for name, variables in self.variables_by_optimizer().items():
+            optimizer = self.get_optimizer(name)
+            if variables and not optimizer.built:
+                optimizer.build(variables)
+
+    def _build_optimizers_before_fit(self) -> None:
+        """`build_optimizers_ahead` before Keras' `fit` traces the first step, where every
+        layer is built; under a model's strategy `_maybe_symbolic_build` does it instead."""
+        if getattr(self, "optimizer", None) is None or getattr(self, "_distribute_strategy", None):
+            return
+        layers = flatten_layers(self, include_self=False)
+        if self.weights and all(layer.built or not builds_weights(layer) for layer in layers):
+            with self.distribute_strategy.scope():
+                self.build_optimizers_ahead()
 
     def build_from_batch(self, batch: Any) -> None:
         """Build every layer from a batch of `KerasTensor`s, without running anything.
@@ -122,3 +186,15 @@ class SymbolicBuild:
             return outputs
 
         return step
+
+
+def builds_weights(layer: keras.layers.Layer) -> bool:
+    """Whether `layer`'s class creates weights in `build` (a lookup layer inside
+    `TextVectorization` or a tokenizer keeps the base `build`: its tables are not weights).
+
+    Examples:
+        >>> import keras
+        >>> builds_weights(keras.layers.Dense(2)), builds_weights(keras.layers.Dropout(0.5))
+        (True, False)
+    """
+    return type(layer).build is not keras.layers.Layer.build

@@ -622,11 +622,15 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
 
     # -- fit: the guard a stop needs -----------------------------------------------------------
     def fit(self, *args: Any, **kwargs: Any) -> Any:
-        """Keras' `fit`, plus the guard `compile(on_nonfinite=...)` needs.
+        """Keras' `fit`, with the optimizers built first and the guard
+        `compile(on_nonfinite=...)` needs.
 
-        With `on_nonfinite` `skip` or `stop` a `NonFiniteGuard` callback is added unless the
-        callbacks hold one: the step only skips a non-finite step, and the guard is what
-        stops training with the epoch and step (`stop`) or logs `skipped_steps` (`skip`).
+        Once every layer is built, each optimizer is built on its variables
+        (`build_optimizers_ahead`) before the first step is traced, so TensorFlow traces it
+        once; Keras' own `fit` traces a fresh model's step twice. With `on_nonfinite` `skip`
+        or `stop` a `NonFiniteGuard` callback is added unless the callbacks hold one: the step
+        only skips a non-finite step, and the guard is what stops training with the epoch and
+        step (`stop`) or logs `skipped_steps` (`skip`).
 
         Args:
             *args: `keras.Model.fit`'s positional arguments (`x`, `y`, `batch_size`, ...).
@@ -638,6 +642,7 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
         Raises:
             TapefitError: with `on_nonfinite="stop"`, at the first non-finite step.
         """
+        self._build_optimizers_before_fit()  # the first step is then traced once, not twice
         if len(args) > 5:  # callbacks given by position, as Keras' signature allows
             args = (*args[:5], self._with_guard(args[5]), *args[6:])
         else:

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from tapefit.errors import TapefitError
 from tapefit.keras_compat import compiled_parts, flatten_layers
+from tapefit.step.symbolic import builds_weights
 
 log = logging.getLogger("tapefit")
 
@@ -65,12 +66,6 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
     model.mark_built(keras.utils.unpack_x_y_sample_weight(symbolic_batch(dataset))[0])
 
 
-def builds_weights(layer: keras.layers.Layer) -> bool:
-    """Whether `layer`'s class creates weights in `build` (a lookup layer inside
-    `TextVectorization` keeps the base `build`: its tables are not weights)."""
-    return type(layer).build is not keras.layers.Layer.build
-
-
 def build_step_variables(model: keras.Model, dataset: tf.data.Dataset) -> None:
     """Create the variables the first train step would create (the compiled metrics' and
     loss's, the optimizer's slots) before it runs, inside the caller's strategy scope.
@@ -83,11 +78,13 @@ def build_step_variables(model: keras.Model, dataset: tf.data.Dataset) -> None:
         part is not None and not part.built for part in compiled_parts(model)
     ):
         model.build_from_batch(symbolic_batch(dataset))
-    optimizers = list(getattr(model, "optimizers", {"": model.optimizer}).values())
-    # One optimizer updates every trainable variable; several (a GAN's) each update the part
-    # the step gives them, known only when it runs: they are built there.
-    if len(optimizers) == 1 and optimizers[0] is not None and not optimizers[0].built:
-        optimizers[0].build(model.trainable_variables)
+    if hasattr(model, "build_optimizers_ahead"):
+        # One optimizer updates every trainable variable; several (a GAN's) each update the
+        # part the model declares (`variables_by_optimizer`), or, undeclared, the part the step
+        # gives them, known only when it runs: they are built there.
+        model.build_optimizers_ahead()
+    elif model.optimizer is not None and not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)
 
 
 def check_epoch_lengths(

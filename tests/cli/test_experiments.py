@@ -25,6 +25,20 @@ def test_sweep_benchmark_measures_each_trials_overhead_against_ordinary_runs(tmp
     assert json.loads((tmp_path / "s.json").read_text())["trials"] == 2
 
 
+def test_startup_benchmark_counts_one_trace_pre_built_and_two_without(capsys, monkeypatch):
+    startup = load("startup_benchmark")
+    # the MLP on 64 digits: the path and the counts, not the sizes
+    mlp = ["model.architecture=mlp", "data.train_limit=64", "trainer.steps_per_execution=1"]
+    monkeypatch.setattr(startup, "EXPERIMENTS", {"classifier (digits MLP)": mlp})
+    startup.main(["--repeats", "1"])
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines()[2:]]
+    cells = {row[1].strip(): (float(row[2]), row[3].strip()) for row in rows}
+    assert cells["traced on first step"][1] == "2"  # the step built the optimizer: traced again
+    assert cells["pre-built"][1] == "1"
+    ratio = cells["pre-built"][0] / cells["traced on first step"][0]
+    assert cells["ratio pre-built / traced on first step"][0] == pytest.approx(ratio, abs=0.01)
+
+
 def test_custom_step_example_learns_and_logs(tmp_path):
     custom_step = load("custom_step")
     history = custom_step.main(str(tmp_path))

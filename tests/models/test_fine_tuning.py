@@ -11,6 +11,7 @@ pytest.importorskip("safetensors")
 
 from tapefit import SiameseModel
 from tapefit.errors import TapefitError
+from tests.step.test_tape_model import traced_steps
 from tests.text.pretrained_checkpoints import write_hf_folder
 
 TEXTS_A = ["the cat sat on the mat", "a dog runs", "birds flew over the park", "a man eats food"]
@@ -66,7 +67,14 @@ def test_the_backbone_optimizer_updates_the_backbone_only_after_the_frozen_steps
         "backbone": keras.optimizers.AdamW(1e-4),
     }
     model.compile(optimizer=optimizers, **model.compile_defaults())
+    traces = traced_steps(model)
     model.fit(pairs(), epochs=3, verbose=0)  # 6 steps
+    # both optimizers built on their parts before the step was traced: traced once, not twice
+    assert len(traces) == 1
+    backbone = model.encoder.backbone.trainable_variables
+    assert len(model.optimizers["backbone"].variables) == 2 + 2 * len(backbone)  # AdamW's slots
+    head = len(model.trainable_variables) - len(backbone)
+    assert len(model.optimizers["head"].variables) == 2 + 2 * head
     assert int(model.optimizers["head"].iterations) == 6
     assert int(model.optimizers["backbone"].iterations) == 4
     assert model.optimizers["backbone"].learning_rate.numpy() == pytest.approx(1e-4)
