@@ -45,7 +45,10 @@ def pretrained_overrides(checkpoint: Path) -> list[str]:
     """The Siamese model over `checkpoint`, its head and backbone each with an AdamW."""
     return [
         "data=pairs_synthetic",
-        "data.train_size=640",
+        "data.train_size=256",
+        "data.val_size=64",
+        "data.test_size=64",
+        "data.batch_size=16",
         "data.tokenizer=pretrained",
         "model=siamese_pretrained",
         f"model.encoder.preset={checkpoint.resolve()}",
