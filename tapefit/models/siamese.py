@@ -322,8 +322,14 @@ class SiameseModel(SiameseRunHooks, TapeModel):
         return self.encoder.backbone
 
     def variables_by_optimizer(self) -> dict[str, list]:
-        """`TapeModel.variables_by_optimizer`; with a pretrained encoder and a `backbone`
-        optimizer, the head's variables for the first and the backbone's for `backbone`."""
+        """`TapeModel.variables_by_optimizer`, split between the head and the backbone.
+
+        With a pretrained encoder and a `backbone` optimizer, the first optimizer updates the
+        head's variables and `backbone` the backbone's.
+
+        Returns:
+            Optimizer name to the variables it updates.
+        """
         split = variables_by_optimizer(self) if self.pretrained else {}
         return split or super().variables_by_optimizer()
 

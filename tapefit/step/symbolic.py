@@ -93,9 +93,9 @@ class SymbolicBuild:
         return {name: list(self.trainable_variables) for name in optimizers}
 
     def build_optimizers_ahead(self) -> None:
-        """Build each optimizer on the variables `variables_by_optimizer` gives it, before
-        the first step is traced (an optimizer built already is left as it is).
+        """Build each optimizer on the variables `variables_by_optimizer` gives it.
 
+        Done before the first step is traced; an optimizer built already is left as it is.
         `fit` calls it once every layer is built: a step that built an optimizer itself would
         create variables while TensorFlow traces it, and TensorFlow would then trace the whole
         step again.

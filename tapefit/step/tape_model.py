@@ -622,15 +622,14 @@ class TapeModel(FunctionalAccess, SymbolicBuild, keras.Model):
 
     # -- fit: the guard a stop needs -----------------------------------------------------------
     def fit(self, *args: Any, **kwargs: Any) -> Any:
-        """Keras' `fit`, with the optimizers built first and the guard
-        `compile(on_nonfinite=...)` needs.
+        """Keras' `fit`, with the optimizers built first and the non-finite guard added.
 
-        Once every layer is built, each optimizer is built on its variables
-        (`build_optimizers_ahead`) before the first step is traced, so TensorFlow traces it
-        once; Keras' own `fit` traces a fresh model's step twice. With `on_nonfinite` `skip`
-        or `stop` a `NonFiniteGuard` callback is added unless the callbacks hold one: the step
-        only skips a non-finite step, and the guard is what stops training with the epoch and
-        step (`stop`) or logs `skipped_steps` (`skip`).
+        The guard is the one `compile(on_nonfinite=...)` needs. Once every layer is built,
+        each optimizer is built on its variables (`build_optimizers_ahead`) before the first
+        step is traced, so TensorFlow traces it once; Keras' own `fit` traces a fresh model's
+        step twice. With `on_nonfinite` `skip` or `stop` a `NonFiniteGuard` callback is added
+        unless the callbacks hold one: the step only skips a non-finite step, and the guard is
+        what stops training with the epoch and step (`stop`) or logs `skipped_steps` (`skip`).
 
         Args:
             *args: `keras.Model.fit`'s positional arguments (`x`, `y`, `batch_size`, ...).
