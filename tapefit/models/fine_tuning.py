@@ -87,8 +87,11 @@ def splits_the_step(model: Any) -> bool:
 
 
 def variables_by_optimizer(model: Any) -> dict[str, list]:
-    """With a `backbone` optimizer, the head's variables for the first optimizer and the
-    backbone's for `backbone` (what `apply_split_gradients` updates with each); else `{}`."""
+    """The variables each optimizer of a pretrained model's step updates, where it splits.
+
+    With a `backbone` optimizer, the head's variables for the first optimizer and the
+    backbone's for `backbone` (what `apply_split_gradients` updates with each); else `{}`.
+    """
     if BACKBONE_OPTIMIZER not in model.optimizers:
         return {}
     head, backbone = head_and_backbone(model)

@@ -19,8 +19,10 @@ STRINGS = tf.TensorSpec([None], tf.string)
 
 
 class TracedOnce:
-    """A layer's function of a batch of strings `(batch,)`, as one graph traced at its
-    first call in graph mode; every later traced call (another step) calls that graph.
+    """A layer's function of a batch of strings, as one graph traced once.
+
+    The graph is traced at the first call in graph mode (`texts` of shape `(batch,)`); every
+    later traced call (another step) calls that graph.
 
     Eagerly the function runs as it is (eager results, no graph). The holder is a plain
     object, so neither Keras' tracking nor a SavedModel export takes the graph for the
