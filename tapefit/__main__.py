@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from tapefit.backend import freeze_startup_objects
+from tapefit.config.compose_once import composed_once
 from tapefit.config.schemas import config_dir
 from tapefit.errors import TapefitError
 from tapefit.runner.composition import register_schemas
@@ -206,7 +207,8 @@ def cli() -> None:
     asked = os.environ.get("HYDRA_FULL_ERROR")
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        main()
+        with composed_once():  # not twice (hydra-ecosystem/hydra#3440)
+            main()
     except CompactHydraException as error:  # composition, overrides, missing config files
         line = misspelt_override_line(error)
         if line is not None:

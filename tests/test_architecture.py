@@ -52,6 +52,7 @@ LAYERS = [
         "config.snapshot",
         "config.override_errors",
         "config.inert_settings",
+        "config.compose_once",
     },
     {"config.reference"},
     {

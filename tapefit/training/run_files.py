@@ -139,7 +139,7 @@ def curves_figure(
                 linestyle="none",
                 label=f"best {objective} (objective_epoch {best_epoch})",
             )
-        axis.set_title(name)
+        axis.set_title(name, y=1.0)  # a fixed place: no layout pass to find one
         axis.set_xlabel("epoch")
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)

@@ -1,11 +1,13 @@
 """The user-facing scripts in experiments/ keep working."""
 
 import json
+import os
+import sys
 
 import pytest
 
 from tests import processes
-from tests.helpers import SMALL_SIAMESE, scalar_tags
+from tests.helpers import REPO, SMALL_SIAMESE, scalar_tags
 from tests.helpers import load_experiment as load
 
 
@@ -37,6 +39,30 @@ def test_startup_benchmark_counts_one_trace_pre_built_and_two_without(capsys, mo
     assert cells["pre-built"][1] == "1"
     ratio = cells["pre-built"][0] / cells["traced on first step"][0]
     assert cells["ratio pre-built / traced on first step"][0] == pytest.approx(ratio, abs=0.01)
+
+
+def test_composition_benchmark_counts_one_composition_against_hydras_two(tmp_path):
+    # a command refused by tapefit's checks right after its composition: the path, not a run
+    # (a process of its own: the entry point sets up Hydra's logging)
+    script = REPO / "experiments" / "composition_benchmark.py"
+    done = processes.run(
+        [sys.executable, str(script), "--repeats", "1", "trainer.epochs=0"],
+        cwd=tmp_path,
+        env=dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    rows = {
+        row[1].strip(): (float(row[2]), int(row[3]))
+        for row in (line.split("|") for line in lines if line.startswith("| composed"))
+    }
+    assert rows["composed once"][1] == 1 and rows["composed twice (Hydra alone)"][1] == 2
+    ratio = rows["composed once"][0] / rows["composed twice (Hydra alone)"][0]
+    assert lines[-1] == f"ratio (once / twice): {ratio:.2f}"
+    assert done.stderr.count("tapefit: error: trainer.epochs") == 4  # a warm-up and a round
 
 
 def test_custom_step_example_learns_and_logs(tmp_path):
