@@ -5,13 +5,14 @@ composes the whole config only to read `hydra.mode` (a config may ask for a mult
 it away, and `Hydra.run` composes the same config again (hydra-ecosystem/hydra#3440, open).
 Within `composed_once`, the mode is read from a composition made the way `Hydra.run` makes its
 own (run mode, its sweep checks, the `hydra.mode=RUN` override Hydra then appends), and
-`Hydra.run` is handed that composition instead of making a second one: 0.25-0.4 s less for
-every `python -m tapefit` on a 2-core machine (docs/explanation/architecture.md).
+`Hydra.run` is handed that composition instead of making a second one: one composition of
+tapefit's config took 0.21-0.36 s on a 2-core machine (docs/explanation/benchmark.md).
 
-Nothing else changes: a command that asks for a multirun (`-m`, or `hydra.mode: MULTIRUN` in
-a config), or whose composition fails, takes Hydra's own road and gets Hydra's own errors; a
+Nothing else changes: a command that sweeps (`seed=1,2`), asks for a multirun (`-m`, or
+`hydra.mode: MULTIRUN` in a config), or whose composition fails takes Hydra's own road and
+gets Hydra's own errors (a failed run composition is then made again as Hydra makes it); a
 composition is handed over only to the one call that asks for exactly it (the same config
-name, overrides and mode), once.
+name, overrides and mode), once, and dropped when a multirun starts instead.
 """
 
 from __future__ import annotations
@@ -55,8 +56,14 @@ def with_run_mode_override(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def _hand_over_once(loader: Any, key: tuple, cfg: DictConfig) -> None:
-    """Make `loader.load_configuration` return `cfg` to the first call asking for `key`."""
+def _drop_hand_over(loader: Any) -> None:
+    """`loader.load_configuration` as its class defines it again."""
+    vars(loader).pop("load_configuration", None)
+
+
+def _hand_over_once(loader: Any, key: tuple[Any, ...], cfg: DictConfig) -> None:
+    """Make `loader.load_configuration` return `cfg` to the first call asking for `key`
+    (config name, overrides, run mode, from_shell, validate_sweep_overrides)."""
     load = loader.load_configuration
 
     def load_configuration(
@@ -68,7 +75,7 @@ def _hand_over_once(loader: Any, key: tuple, cfg: DictConfig) -> None:
     ) -> DictConfig:
         asked = (config_name, tuple(overrides), run_mode, from_shell, validate_sweep_overrides)
         if asked == key:
-            loader.load_configuration = load  # once
+            _drop_hand_over(loader)  # once
             return cfg
         return load(
             config_name=config_name,
@@ -79,6 +86,16 @@ def _hand_over_once(loader: Any, key: tuple, cfg: DictConfig) -> None:
         )
 
     loader.load_configuration = load_configuration
+
+
+def _asks_for_a_sweep(overrides: list[str]) -> bool:
+    """Whether an override sweeps (`seed=1,2`), or they do not parse: Hydra's road."""
+    try:
+        return any(
+            o.is_sweep_override() for o in OverridesParser.create().parse_overrides(overrides)
+        )
+    except Exception:
+        return True
 
 
 @contextlib.contextmanager
@@ -93,19 +110,21 @@ def composed_once() -> Iterator[None]:
         >>> Hydra.get_mode.__name__
         'get_mode'
     """
-    hydras_get_mode = Hydra.get_mode
+    hydras_get_mode, hydras_multirun = Hydra.get_mode, Hydra.multirun
 
     def get_mode_from_the_run_composition(
         self: Hydra, config_name: str | None, overrides: list[str]
     ) -> Any:
+        if _asks_for_a_sweep(overrides):  # a run composition would only fail
+            return hydras_get_mode(self, config_name, overrides)
         loader = self.config_loader
         try:
             cfg = loader.load_configuration(
                 config_name=config_name, overrides=list(overrides), run_mode=RunMode.RUN
             )
-        except Exception:  # a sweep without -m, a missing group, ...: Hydra's road, its errors
+            mode = cfg.hydra.mode
+        except Exception:  # a missing group, a mode that does not resolve: Hydra's road
             return hydras_get_mode(self, config_name, overrides)
-        mode = cfg.hydra.mode
         if mode == RunMode.MULTIRUN:
             return mode
         asked = [*overrides] if mode == RunMode.RUN else [*overrides, RUN_MODE_OVERRIDE]
@@ -114,8 +133,12 @@ def composed_once() -> Iterator[None]:
         _hand_over_once(loader, (config_name, tuple(asked), RunMode.RUN, True, True), cfg)
         return mode
 
-    Hydra.get_mode = get_mode_from_the_run_composition
+    def multirun_composing_afresh(self: Hydra, *args: Any, **kwargs: Any) -> Any:
+        _drop_hand_over(self.config_loader)  # `-m`: no call will ask for the run composition
+        return hydras_multirun(self, *args, **kwargs)
+
+    Hydra.get_mode, Hydra.multirun = get_mode_from_the_run_composition, multirun_composing_afresh
     try:
         yield
     finally:
-        Hydra.get_mode = hydras_get_mode
+        Hydra.get_mode, Hydra.multirun = hydras_get_mode, hydras_multirun

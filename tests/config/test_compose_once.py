@@ -84,10 +84,12 @@ for name, args in (("once", sys.argv[1:]), ("hydra", sys.argv[1:])):
     if name == "hydra":
         command.composed_once = contextlib.nullcontext
     sys.argv, made[:] = ["tapefit", *args], []
+    code = 0
     try:
         command.cli()
     except SystemExit as stop:
-        print(name, stop.code, *made, flush=True)
+        code = stop.code
+    print(name, code, *made, flush=True)
 """
 
 
@@ -116,8 +118,28 @@ def test_a_command_composes_once_where_hydra_alone_composes_twice(tmp_path):
     assert got["stderr"].count("tapefit: error: trainer.epochs") == 2, got["stderr"][-2000:]
 
     swept = command_twice(f"hydra.run.dir={tmp_path / 'run'}", "seed=1,2")
-    assert swept["once"][0] == swept["hydra"][0] == "1"
+    # the sweep: Hydra's road, its mode lookup and its refused run composition
+    assert swept["once"] == swept["hydra"] == ["1", "MULTIRUN", "RUN"]
     assert swept["stderr"].count("Ambiguous value for argument 'seed=1,2'") == 2
+
+    # a mode that does not resolve: Hydra's mode lookup gives up, and its RUN override wins
+    unresolved = command_twice(
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "hydra.mode=${oc.env:NO_SUCH_VARIABLE}",
+        "trainer.epochs=0",
+    )
+    assert unresolved["once"][0] == unresolved["hydra"][0] == "2"
+    assert unresolved["stderr"].count("tapefit: error: trainer.epochs") == 2
+
+
+def test_a_multirun_composes_as_hydra_alone_does(tmp_path):
+    got = command_twice("-m", f"hydra.sweep.dir={tmp_path / 'sweep'}", "trainer.epochs=0")
+    # the refused job ends the sweep with its worst value; the multirun composes afresh
+    assert got["once"][0] == got["hydra"][0] == "0", got["stderr"][-2000:]
+    # as many compositions: the mode lookup (in run mode here), then Hydra's own for the sweep
+    assert got["hydra"][1:] == ["MULTIRUN", "MULTIRUN", "RUN", "RUN"]
+    assert got["once"][1:] == ["RUN", "MULTIRUN", "RUN", "RUN"]
+    assert got["stderr"].count("tapefit: error: trainer.epochs") == 2
 
 
 def test_a_config_that_asks_for_a_multirun_gets_one(tmp_path, monkeypatch):
