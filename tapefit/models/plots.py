@@ -44,6 +44,6 @@ def plot_similarity(scores: Any, gold: Any, label_type: str, path: Path) -> Path
         axis.scatter(gold, scores, s=8, alpha=0.5)
         axis.set_xlabel("gold label")
     axis.set_ylabel("predicted cosine")
-    axis.set_title(f"test split, {len(scores)} pairs")
+    axis.set_title(f"test split, {len(scores)} pairs", y=1.0)  # fixed: no layout pass
     axis.grid(alpha=0.3)
     return write_png(figure, path)
