@@ -13,6 +13,10 @@ Nothing else changes: a command that sweeps (`seed=1,2`), asks for a multirun (`
 gets Hydra's own errors (a failed run composition is then made again as Hydra makes it); a
 composition is handed over only to the one call that asks for exactly it (the same config
 name, overrides and mode), once, and dropped when a multirun starts instead.
+
+This is the one module that reads Hydra's private `hydra._internal`; `pyproject.toml` bounds
+hydra-core to the 1.3 line, and tests/config/test_compose_once.py compares what it hands over
+with Hydra's own composition.
 """
 
 from __future__ import annotations
