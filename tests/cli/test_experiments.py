@@ -1,13 +1,12 @@
 """The user-facing scripts in experiments/ keep working."""
 
 import json
-import os
 import sys
 
 import pytest
 
 from tests import processes
-from tests.helpers import REPO, SMALL_SIAMESE, scalar_tags
+from tests.helpers import REPO, SMALL_SIAMESE, run_in, scalar_tags
 from tests.helpers import load_experiment as load
 
 
@@ -45,14 +44,7 @@ def test_composition_benchmark_counts_one_composition_against_hydras_two(tmp_pat
     # a command refused by tapefit's checks right after its composition: the path, not a run
     # (a process of its own: the entry point sets up Hydra's logging)
     script = REPO / "experiments" / "composition_benchmark.py"
-    done = processes.run(
-        [sys.executable, str(script), "--repeats", "1", "trainer.epochs=0"],
-        cwd=tmp_path,
-        env=dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_in(tmp_path, [sys.executable, str(script), "--repeats", "1", "trainer.epochs=0"])
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     rows = {

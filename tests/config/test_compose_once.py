@@ -4,7 +4,6 @@ answers differently (a multirun, a failed composition) still gets Hydra's answer
 
 from __future__ import annotations
 
-import os
 import sys
 
 import pytest
@@ -18,7 +17,7 @@ from omegaconf import OmegaConf
 from tapefit.config.compose_once import RUN_MODE_OVERRIDE, composed_once, with_run_mode_override
 from tapefit.config.schemas import config_dir
 from tapefit.runner.composition import register_schemas
-from tests import processes
+from tests.helpers import REPO, run_in
 
 # Command lines of the kinds the docs show: groups, experiments, appended and deleted keys,
 # Hydra's own keys.
@@ -95,13 +94,7 @@ for name, args in (("once", sys.argv[1:]), ("hydra", sys.argv[1:])):
 
 def command_twice(*args: str) -> dict[str, list[str]]:
     """{"once": [exit code, modes...], "hydra": [...]} for `python -m tapefit ARGS`."""
-    done = processes.run(
-        [sys.executable, "-c", COMMAND_TWICE, *args],
-        env=dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_in(REPO, [sys.executable, "-c", COMMAND_TWICE, *args])
     lines = [
         line.split() for line in done.stdout.splitlines() if line.startswith(("once", "hydra"))
     ]
