@@ -7,7 +7,7 @@ sequence length, one after the other on one machine.
     python experiments/pretrained_benchmark.py --checkpoint DIR --rounds 3 --json bench.json
     python experiments/pretrained_benchmark.py --checkpoint DIR --quick   # a smoke run
 
-`DIR` is a Hugging Face-format BERT-family folder (config.json, model.safetensors,
+`DIR` is a Hugging Face-format BERT-style folder (config.json, model.safetensors,
 tokenizer.json or vocab.txt), e.g. sentence-transformers' all-MiniLM-L6-v2 (how to get it:
 docs/explanation/benchmark.md). Variants, each in a process of its own so that its peak
 memory is its own:
@@ -564,7 +564,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--checkpoint", type=Path, required=True,
-        help="a Hugging Face-format BERT-family folder (config.json, model.safetensors, "
+        help="a Hugging Face-format BERT-style folder (config.json, model.safetensors, "
         "tokenizer.json or vocab.txt)",
     )  # fmt: skip
     parser.add_argument(

@@ -43,10 +43,12 @@ def moving_average_pairs(optimizer) -> list:
 # parts, the TensorBoard callback) read on `self` or override and call through `super()`: the
 # only private Keras names used outside this module (tests/test_architecture.py).
 SUBCLASS_PRIVATES = (
+    "_async_train",  # ContinuedCallbacks: whether Keras' CallbackList runs batch hooks async
     "_build_shapes_dict",  # TapeModel: the shapes it was built with, as Keras records them
     "_compile_config",  # TapeModel: Keras' record of compile's arguments
     "_compute_loss",  # TapeModel: Keras' loss of the compiled loss and regularisers
     "_distribute_strategy",  # TapeModel: the strategy the model was created under
+    "_flush_futures",  # ContinuedCallbacks: CallbackList's wait for its async batch hooks
     "_functional",  # TapeModel(inputs, outputs): Keras' functional network inside
     "_global_train_batch",  # TensorBoard: the batch counter its profiler uses
     "_log_epoch_metrics",  # TensorBoard: overridden to write tapefit's epoch scalars too
@@ -54,8 +56,12 @@ SUBCLASS_PRIVATES = (
     "_make_function",  # TapeModel: overridden to trace the tape step
     "_masked_softmax",  # Float32SoftmaxAttention: overridden for a float32 softmax
     "_maybe_symbolic_build",  # TapeModel: overridden to build from the data's element spec
+    "_on_begin",  # ContinuedCallbacks: CallbackList's own start (its async executor)
+    "_on_end",  # ContinuedCallbacks: CallbackList's own end (the executor shut down)
+    "_on_train_batch_end",  # ContinuedCallbacks: overridden, CallbackList's per-batch loop
     "_post_build",  # TapeModel: what Keras does once a model is built
     "_should_trace",  # TensorBoard: whether the profiler is on for this batch
+    "_should_write_train_graph",  # TensorBoard: off, tapefit's writer traces the graph
     "_start_batch",  # TensorBoard: the profiler's first batch
     "_stop_trace",  # TensorBoard: overridden to stop the profiler at the right batch
     "_train_writer",  # TensorBoard: its summary writer for `train/`

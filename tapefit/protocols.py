@@ -18,6 +18,21 @@ Model (the class `model._target_` names, or the model it builds):
   it, Keras' `model.export`.
 - `prediction_columns(x, y_pred)`: the columns `python -m tapefit.predict` writes for a batch;
   without it, each output as `output` or `output_<i>`.
+- `encode(texts, batch_size)`: one vector per text, as a NumPy array; what retrieval
+  (`python -m tapefit.evaluate ... queries=`) and `python -m tapefit.mine` search with. A
+  model without it is refused there with a one-line error.
+- `similarity_to_label(similarities)`: the model's outputs on its training labels' scale, for
+  `python -m tapefit.predict ... scale=label`; a model without it is refused there.
+
+Pair loss (the `loss` a `SiameseModel` trains with; tapefit's own in `tapefit.models.losses`):
+
+- `uses_text_ids`: true when the loss takes each pair's text fingerprints as `y_true` (in-batch
+  negatives find duplicates by them) instead of the labels.
+- `uses_negatives`: true when the loss takes a third text per row (a hard negative) when the
+  data have one; a loss without it is refused on such data.
+- `to_label_scale(similarities)`: the loss's map from cosine similarity back onto the labels'
+  range (only a loss that regresses the labels, `cosine_mse`, has one); a model's
+  `similarity_to_label` is this.
 
 Data (what the loader `data._target_` names returns):
 
@@ -76,6 +91,19 @@ class ModelHooks(Protocol):
     def serving_endpoints(self) -> dict[str, tuple[Callable[..., Any], list[Any]]]: ...
 
     def prediction_columns(self, x: Any, y_pred: Any) -> dict[str, Any]: ...
+
+    def encode(self, texts: Any, batch_size: int) -> Any: ...
+
+    def similarity_to_label(self, similarities: Any) -> Any: ...
+
+
+class PairLossHooks(Protocol):
+    """What a `SiameseModel` reads on its loss (see the module docstring)."""
+
+    uses_text_ids: bool
+    uses_negatives: bool
+
+    def to_label_scale(self, similarities: Any) -> Any: ...
 
 
 class DataHooks(Protocol):

@@ -102,3 +102,20 @@ def test_losses_round_trip_through_keras_serialisation():
     for loss in (CosineMSELoss((1, 3), (-1, 1)), ContrastiveLoss(0.3), InBatchNegativesLoss(7.0)):
         restored = keras.losses.deserialize(keras.losses.serialize(loss))
         assert type(restored) is type(loss) and restored.get_config() == loss.get_config()
+
+
+def test_every_loss_says_its_formula_source_inputs_and_example():
+    """One loss per file, each documented as sentence-transformers documents its losses: the
+    formula, the paper it comes from (a year), what `y_true` and `y_pred` hold, an example."""
+    import re
+
+    from tapefit.models.losses.matryoshka import MatryoshkaLoss
+    from tapefit.models.losses.registry import PAIR_LOSSES
+
+    for loss in [*PAIR_LOSSES.values(), MatryoshkaLoss]:
+        text = loss.__doc__ or ""
+        module_text = f"{text}\n{__import__(loss.__module__, fromlist=['_']).__doc__}"
+        assert re.search(r"(19|20)\d\d", module_text), f"{loss.__name__}: no paper"
+        assert "Inputs:" in text and "`y_pred`" in text, f"{loss.__name__}: no inputs"
+        assert ">>> " in text, f"{loss.__name__}: no example"
+        assert re.search(r"`[^`]*(=|log\(|max\(|sum)[^`]*`", text), f"{loss.__name__}: no formula"

@@ -59,6 +59,14 @@ class AnglELoss(CoSENTLoss):
     one, so saturated pairs still learn (Li and Li, 2023; sentence-transformers'
     `AnglELoss`).
 
+    Formula: CoSENT's, `log(1 + sum over y_i < y_j of exp(scale * (a_i - a_j)))`, with `a` the
+    pairs' `angle_similarity` (each embedding's halves the real and imaginary parts of a
+    complex vector; their quotient, normalised, summed, in absolute value) in place of the
+    cosine.
+
+    Inputs: `y_true` is the pairs' graded labels, `(batch,)`; `y_pred` the pairs' embeddings,
+    `(batch, 2, dim)` (an odd `dim` is padded with a zero).
+
     Args:
         scale: Multiplies the similarities before the ranking, > 0.
         name: The loss's name in logs.

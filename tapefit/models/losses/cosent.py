@@ -52,6 +52,12 @@ class CoSENTLoss(keras.losses.Loss):
     which usually raises Spearman (Su, 2022; sentence-transformers' `CoSENTLoss`). The loss
     is one value per batch (under a distribution strategy, per replica's share).
 
+    Formula, over the batch's pairs with labels `y` and cosines `c`:
+    `loss = log(1 + sum over y_i < y_j of exp(scale * (c_i - c_j)))` (`ranking_loss`).
+
+    Inputs: `y_true` is the pairs' graded labels, `(batch,)`; `y_pred` the pairs'
+    L2-normalised embeddings, `(batch, 2, dim)`.
+
     Args:
         scale: Multiplies the cosines before the ranking (an inverse temperature), > 0.
         name: The loss's name in logs.

@@ -15,7 +15,33 @@ from tapefit.models.losses.common import pair_cosine
 
 @keras.saving.register_keras_serializable(package="tapefit")
 class CosineMSELoss(keras.losses.Loss):
-    """Regress the cosine onto a graded label rescaled from `label_range` to `target_range`."""
+    """Regress the cosine onto a graded label rescaled from `label_range` to `target_range`.
+
+    Formula, per pair: `loss = (cos(u, v) - t)^2` with the label `y` mapped linearly,
+    `t = target_low + (y - label_low) * (target_high - target_low) / (label_high - label_low)`.
+    The regression objective Sentence-BERT fine-tunes on STS (Reimers and Gurevych, 2019),
+    sentence-transformers' `CosineSimilarityLoss`; `to_label_scale` maps a cosine back.
+
+    Inputs: `y_true` is the pairs' graded labels in `label_range`, `(batch,)`; `y_pred` the
+    pairs' L2-normalised embeddings, `(batch, 2, dim)`.
+
+    Args:
+        label_range: The labels' `[low, high]` (STS: `[0, 5]`).
+        target_range: The cosines the labels map onto: `[0, 1]` or `[-1, 1]`.
+        name: The loss's name in logs.
+        **kwargs: `keras.losses.Loss`'s other arguments.
+
+    Raises:
+        TapefitError: an empty `label_range`, or a `target_range` outside the cosine's.
+
+    Examples:
+        >>> import numpy as np
+        >>> same, orthogonal = [[1.0, 0.0], [1.0, 0.0]], [[1.0, 0.0], [0.0, 1.0]]
+        >>> pairs = np.array([same, orthogonal])  # cosines 1 and 0
+        >>> loss = CosineMSELoss(label_range=(0, 5))
+        >>> float(loss(np.array([5.0, 0.0]), pairs)), float(loss(np.array([0.0, 5.0]), pairs))
+        (0.0, 1.0)
+    """
 
     label_type: ClassVar[str | None] = "graded"
 

@@ -20,6 +20,16 @@ class InBatchNegativesLoss(keras.losses.Loss):
     """Multiple-negatives ranking: softmax cross-entropy of each anchor over `scale * cos` with
     every positive in the batch, its own positive being the target.
 
+    Formula, for a batch of `B` pairs `(a_i, p_i)` and scale `s`:
+    `loss_i = -log(exp(s * cos(a_i, p_i)) / sum_j exp(s * cos(a_i, p_j)))`, the mean over `i`.
+    From Henderson et al., 2017 (Efficient Natural Language Response Suggestion for Smart
+    Reply); sentence-transformers' `MultipleNegativesRankingLoss`. It needs positive pairs only:
+    the batch's other positives are the negatives.
+
+    Inputs: `y_true` is each row's `(anchor_id, positive_id)` text fingerprints, `(batch, 2)`
+    integers (`SiameseModel` computes them, `uses_text_ids`); `y_pred` the L2-normalised
+    embeddings, `(batch, 2, dim)`, or `(batch, 3, dim)` with a hard negative per row.
+
     `y_true` holds `(anchor_id, positive_id)` text fingerprints per row: a column whose anchor or
     positive text equals the row's is another true positive, not a negative, so it is masked out.
     `symmetric` adds the reverse direction (each positive picks its anchor);
@@ -27,6 +37,22 @@ class InBatchNegativesLoss(keras.losses.Loss):
     strategy (see `batch_candidates`). With `(batch, 3, dim)` embeddings, each row's third
     text is a hard negative, a candidate for every anchor beside the batch's positives
     (`hard_negative_candidates`).
+
+    Args:
+        scale: Multiplies the cosines before the softmax (an inverse temperature).
+        symmetric: Also rank the anchors for each positive, and average both directions.
+        across_replicas: Draw the negatives from every replica's share of the batch.
+        name: The loss's name in logs.
+        **kwargs: `keras.losses.Loss`'s other arguments.
+
+    Examples:
+        >>> import numpy as np
+        >>> ids = np.array([[1, 2], [3, 4]])  # four different texts
+        >>> right = np.array([[[1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0], [0.0, 1.0]]])
+        >>> crossed = np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]])
+        >>> loss = InBatchNegativesLoss(scale=20.0)
+        >>> round(float(loss(ids, right)), 6), round(float(loss(ids, crossed)), 6)
+        (0.0, 20.0)
     """
 
     label_type: ClassVar[str | None] = None

@@ -78,6 +78,12 @@ class MatryoshkaLoss(keras.losses.Loss):
     each prefix L2-normalised again.
 
     The wrapped loss's needs (its labels, text ids, hard negatives) are the wrapper's.
+    From Kusupati et al., 2022 (Matryoshka Representation Learning); sentence-transformers'
+    `MatryoshkaLoss`: the leading `d` dimensions of an embedding work on their own, so a
+    search can use short vectors.
+
+    Inputs: the wrapped loss's `y_true`; `y_pred` the embeddings, `(batch, 2 or 3, dim)`, whose
+    last axis is cut to each of `dims` (each at most `dim`).
 
     Example:
         >>> from tapefit.models.losses import CosineMSELoss

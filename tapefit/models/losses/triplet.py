@@ -26,7 +26,12 @@ class TripletLoss(keras.losses.Loss):
     negative that still violates the margin (batch-all). Rows sharing a text are not
     negatives of each other. `across_replicas` draws the negatives from the whole global
     batch under a distribution strategy. With `(batch, 3, dim)` embeddings, each row's third
-    text is one more negative for every anchor (`hard_negative_candidates`).
+    text is one more negative for every anchor (`hard_negative_candidates`). The triplet
+    loss itself is Schroff, Kalenichenko and Philbin's, 2015 (FaceNet).
+
+    Inputs: `y_true` is each row's `(anchor_id, positive_id)` text fingerprints, `(batch, 2)`
+    integers (`SiameseModel` computes them, `uses_text_ids`); `y_pred` the L2-normalised
+    embeddings, `(batch, 2, dim)`, or `(batch, 3, dim)` with a hard negative per row.
 
     Args:
         margin: How much more similar the positive must be than a negative, in (0, 2].
