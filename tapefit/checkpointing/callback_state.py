@@ -6,6 +6,8 @@ JSON values, or NumPy arrays) and `set_state(state)`."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import keras
@@ -40,9 +42,31 @@ def keyed(callbacks: list[Any]) -> dict[str, Any]:
     return out
 
 
-def collect(callbacks: list[Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """(JSON states, arrays) of every stateful callback: arrays (EarlyStopping's best weights,
-    a user state's arrays) go to a separate file, named `<key>/<field>/<index>`."""
+@dataclass(frozen=True)
+class CallbackStates:
+    """The recorded states of a run's stateful callbacks, as a checkpoint holds them.
+
+    Attributes:
+        values: `{callback key: {field: JSON value}}`; an array field is a placeholder
+            (`{"array": true}` or `{"arrays": n}`) naming its entries in `arrays`.
+        arrays: `{"<key>/<field>/<index>": array}` (EarlyStopping's best weights, a user
+            state's arrays), written to a file of their own.
+
+    Example:
+        >>> CallbackStates().values, bool(CallbackStates({"early_stopping": {"wait": 1}}))
+        ({}, True)
+    """
+
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)
+    arrays: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+
+def collect(callbacks: list[Any]) -> CallbackStates:
+    """The states of every stateful callback: arrays (EarlyStopping's best weights, a user
+    state's arrays) apart, named `<key>/<field>/<index>`."""
     states: dict[str, Any] = {}
     arrays: dict[str, np.ndarray] = {}
     for key, callback in keyed(callbacks).items():
@@ -64,11 +88,12 @@ def collect(callbacks: list[Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]
             else:
                 plain[field] = value.item() if isinstance(value, np.generic) else value
         states[key] = plain
-    return states, arrays
+    return CallbackStates(states, arrays)
 
 
-def apply(callbacks: list[Any], states: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+def apply(callbacks: list[Any], recorded: CallbackStates) -> None:
     """Put recorded states back into the callbacks they came from."""
+    states, arrays = recorded.values, recorded.arrays
     for key, callback in keyed(callbacks).items():
         if key not in states:
             continue
@@ -92,9 +117,9 @@ class CarryCallbackStates(keras.callbacks.Callback):
     with new callback objects). Applied after the other callbacks' `on_train_begin`, which
     resets them; `fit` hands it the run's callback list."""
 
-    def __init__(self, states: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    def __init__(self, states: CallbackStates) -> None:
         super().__init__()
-        self.states, self.arrays = states, arrays
+        self.states = states
         self.callbacks: list[Any] = []
 
     def use_callbacks(self, callbacks: list[Any]) -> None:
@@ -103,7 +128,7 @@ class CarryCallbackStates(keras.callbacks.Callback):
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         if self.states:
-            apply(self.callbacks, self.states, self.arrays)
+            apply(self.callbacks, self.states)
 
     def on_train_end(self, logs: dict | None = None) -> None:
-        self.states, self.arrays = collect(self.callbacks)
+        self.states = collect(self.callbacks)

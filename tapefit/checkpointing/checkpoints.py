@@ -164,7 +164,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
         name = f"{PREFIX}{epochs_done:04d}" + (
             f"-step-{steps_in_epoch:05d}" if steps_in_epoch else ""
         )
-        callback_states, callback_arrays = collect(self.callbacks)
+        callbacks = collect(self.callbacks)
         marker = {
             "epochs_done": epochs_done,
             "steps_in_epoch": steps_in_epoch,
@@ -178,11 +178,11 @@ class EpochCheckpoint(keras.callbacks.Callback):
             "metric_states": [to_builtin(v.numpy()) for v in self.model.metrics_variables],
             # an EarlyStopping (or any callback) ended training at this epoch's end
             "stop_training": bool(self.model.stop_training) and steps_in_epoch == 0,
-            "callback_states": callback_states,
+            "callback_states": callbacks.values,
             **self.metadata,
         }
         try:
-            self._write(name, marker, callback_arrays)
+            self._write(name, marker, callbacks.arrays)
             self.saved = (epochs_done, steps_in_epoch)
         except OSError as error:  # disk full, file-size limit, quota, permissions
             raise CheckpointWriteError(self.directory, name, error.strerror or str(error)) from None

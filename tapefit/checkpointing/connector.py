@@ -11,7 +11,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from tapefit.checkpointing.callback_state import CarryCallbackStates
+from tapefit.checkpointing.callback_state import CallbackStates, CarryCallbackStates
 from tapefit.checkpointing.checkpoints import (
     EpochCheckpoint,
     RestoreMetrics,
@@ -21,7 +21,7 @@ from tapefit.checkpointing.checkpoints import (
 from tapefit.checkpointing.config_match import check_same_config
 from tapefit.checkpointing.history_files import fill_tensorboard, rewrite_csv
 from tapefit.checkpointing.top_k import FOLDER, KeepBestCheckpoints
-from tapefit.checkpointing.warm_start import init_from
+from tapefit.checkpointing.warm_start import WarmStart, init_from
 from tapefit.objective import Objective
 from tapefit.training.run_status import RESUME_DIR
 
@@ -37,7 +37,7 @@ class Resumption:
     steps_in: int = 0
     epochs: list[dict[str, float]] = field(default_factory=list)
     metric_states: Any = None
-    callback_states: tuple[dict, dict] = ({}, {})
+    callback_states: CallbackStates = field(default_factory=CallbackStates)
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ class CheckpointConnector:
         self,
         model: keras.Model,
         strategy: tf.distribute.Strategy,
-        warm_start: tuple[Path, int] | None = None,
+        warm_start: WarmStart | None = None,
         epoch_steps: int | None = None,
     ) -> Resumption:
         """Load `init_from`'s weights, then a warm start's (epochs it trained count as done),
@@ -108,8 +108,8 @@ class CheckpointConnector:
         if warm_start is not None:
             with strategy.scope():  # the optimizers' variables belong to the strategy
                 build_optimizers(model)
-                model.load_weights(warm_start[0])
-            state.done = warm_start[1]
+                model.load_weights(warm_start.model_file)
+            state.done = warm_start.epochs_done
         if not policy.resume:
             return state
         with strategy.scope():
@@ -125,7 +125,9 @@ class CheckpointConnector:
             steps_in=restored["steps_in_epoch"],
             epochs=restored["history"],
             metric_states=restored["metric_states"],
-            callback_states=(restored.get("callback_states", {}), restored["callback_arrays"]),
+            callback_states=CallbackStates(
+                restored.get("callback_states", {}), restored["callback_arrays"]
+            ),
         )
         model.stop_training = restored.get("stop_training", False)
         log.info(
@@ -156,7 +158,7 @@ class CheckpointConnector:
         reset them, and the metric sums of an interrupted epoch after Keras resets them
         (before the checkpointer, after the monitors)."""
         return [
-            CarryCallbackStates(*state.callback_states),
+            CarryCallbackStates(state.callback_states),
             RestoreMetrics(state.metric_states if state.steps_in else None),
         ]
 

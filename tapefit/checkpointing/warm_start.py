@@ -12,6 +12,7 @@ import json
 import logging
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,24 @@ from tapefit.errors import TapefitError
 log = logging.getLogger("tapefit")
 
 WEIGHTS_IN_KERAS_FILE = "model.weights.h5"  # the member of a .keras archive holding weights
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """A saved model a run continues from, with its optimizer (Hyperband's next round): unlike
+    `init_from`, its epochs count as done.
+
+    Attributes:
+        model_file: The earlier trial's `model.keras`.
+        epochs_done: The epochs it trained (`tuner/initial_epoch`).
+
+    Example:
+        >>> WarmStart(Path("trial_00/model.keras"), 2).epochs_done
+        2
+    """
+
+    model_file: Path
+    epochs_done: int
 
 
 def weights_file(source: str | Path, scratch: Path) -> Path:

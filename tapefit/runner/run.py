@@ -24,6 +24,7 @@ from tapefit.callbacks.stop_on_signal import RunInterrupted, StopOnSignal, inter
 from tapefit.checkpointing.callback_state import apply as apply_callback_states
 from tapefit.checkpointing.connector import CheckpointConnector, Resumption
 from tapefit.checkpointing.history_files import history_lists
+from tapefit.checkpointing.warm_start import WarmStart
 from tapefit.data.unlabelled import require_labels
 from tapefit.errors import TapefitError
 from tapefit.readiness import log_readiness
@@ -65,7 +66,7 @@ class Run:
         callbacks: list[keras.callbacks.Callback] | None = None,
         *,
         load_data: Any = None,
-        warm_start: tuple[Path, int] | None = None,
+        warm_start: WarmStart | None = None,
         hparams_session: bool = True,
     ) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)
@@ -144,8 +145,8 @@ class Run:
         chosen = selector(objective, trainer.test_weights, spec.early_stopping)
         kept = [chosen] if chosen is not None else []  # before the checkpointer: it saves them
         kept += checkpoints.kept_models(objective)
-        if kept and state.callback_states[0]:  # its state now, even if no epoch is left
-            apply_callback_states(kept, *state.callback_states)
+        if kept and state.callback_states:  # its state now, even if no epoch is left
+            apply_callback_states(kept, state.callback_states)
         checkpointer = checkpoints.checkpointer(state)
         if trainer.checkpoint_on_signal and trainer.checkpoints:
             self.stopper.checkpoint = checkpointer  # a signal writes a checkpoint first
@@ -175,7 +176,7 @@ class Run:
         self._fit(fitting, state)
         timings = {"started": started, "train_time_s": time.perf_counter() - started}
         with strategy.scope():
-            first = self.warm_start[1] if self.warm_start else 0
+            first = self.warm_start.epochs_done if self.warm_start else 0
             tested = use_selected_weights(model, chosen, first)
         history = history_lists(checkpointer.history)
         return finalize(spec, model, data, history, self.run_dir, timings, tested)

@@ -10,6 +10,7 @@ from typing import Any
 
 import keras
 
+from tapefit.checkpointing.warm_start import WarmStart
 from tapefit.errors import TapefitError
 from tapefit.runner.preparation import build_data, build_model, prepare, sharded
 from tapefit.runner.run import Run
@@ -23,7 +24,7 @@ def run(
     callbacks: list[keras.callbacks.Callback] | None = None,
     *,
     load_data: Callable[[Any], Any] | None = None,
-    warm_start: tuple[Path, int] | None = None,
+    warm_start: WarmStart | None = None,
     hparams_session: bool = True,
 ) -> dict[str, Any]:
     """Train and evaluate the configured experiment in `run_dir`; return the final metrics.
@@ -40,7 +41,7 @@ def run(
         run_dir: The run directory.
         callbacks: Keras callbacks added to the configured ones.
         load_data: Replaces the configured loader.
-        warm_start: (saved model, epochs it trained) to continue from.
+        warm_start: A saved model and the epochs it trained, to continue from.
         hparams_session: Record the run as an HParams session.
 
     Returns:

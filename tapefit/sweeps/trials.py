@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tapefit.callbacks.stop_on_signal import RunInterrupted
+from tapefit.checkpointing.warm_start import WarmStart
 from tapefit.config.snapshot import config_snapshot
 from tapefit.errors import TapefitError
 from tapefit.files import read_json, write_json
@@ -87,7 +88,7 @@ class TrialRuns:
         self,
         trial_id: str,
         values: dict[str, Any],
-        warm_start: tuple[Path, int] | None = None,
+        warm_start: WarmStart | None = None,
         report: EpochReport | None = None,
         settings: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
@@ -128,7 +129,7 @@ class TrialRuns:
         trial_cfg: Any,
         execution: int,
         values: dict[str, Any],
-        warm_start: tuple[Path, int] | None = None,
+        warm_start: WarmStart | None = None,
         report: EpochReport | None = None,
     ) -> dict[str, Any]:
         """One run of a trial (its config `trial_cfg`, handed to the run with the execution's

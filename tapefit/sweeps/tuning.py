@@ -20,6 +20,7 @@ from keras_tuner.src.distribute import utils as dist_utils
 from omegaconf import DictConfig
 
 from tapefit.callbacks.stop_on_signal import RunInterrupted
+from tapefit.checkpointing.warm_start import WarmStart
 from tapefit.config.schemas import OPTUNA_KEYS, TuneAlgorithm, TuneConfig
 from tapefit.errors import TapefitError
 from tapefit.runner.validation import check_config
@@ -121,7 +122,7 @@ class TrialRunner(kt.engine.base_tuner.BaseTuner):
             settings["trainer.save_model"] = True  # the next round starts from this model
             previous = hp.values.get("tuner/trial_id")
             if previous:
-                warm_start = (
+                warm_start = WarmStart(
                     self.trial_dir(previous) / "model.keras",
                     int(hp.values["tuner/initial_epoch"]),
                 )
