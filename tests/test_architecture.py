@@ -48,6 +48,7 @@ LAYERS = [
     {
         "config.schemas",
         "config.targets",
+        "config.target_spec",
         "config.typecheck",
         "config.typed",
         "config.snapshot",

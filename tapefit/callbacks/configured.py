@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import keras
-from omegaconf import OmegaConf
 
 from tapefit.config.schemas import MonitorMode
-from tapefit.config.targets import accepted_arguments, instantiate, locate
+from tapefit.config.target_spec import TargetSpec
+from tapefit.config.targets import accepted_arguments, locate
 from tapefit.objective import Objective, resolve_direction
 
 log = logging.getLogger("tapefit")
@@ -37,14 +38,35 @@ PATH_ARGUMENTS = ("filename", "filepath")  # relative to the run directory
 SUPPLIED = ("log_dir", "csv_path", "append", "save_weights_only")  # tapefit passes these
 
 
-def callback_arguments(node: Any, run_dir: Path | None, supplied: dict[str, Any]) -> dict:
-    """The constructor arguments of a configured callback: its keys without tapefit's own,
-    `filename` under the name its class takes, paths inside `run_dir` (when given), and the
-    `supplied` values its signature takes and the config does not set (`log_dir`, ...)."""
-    plain = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
-    target = plain.pop("_target_")
+@dataclass(frozen=True)
+class CallbackSettings:
+    """The `callbacks` group as typed objects, resolved once at the run's edge
+    (`tapefit.runner.spec`): each enabled callback's class and arguments, by role.
+
+    Attributes:
+        acting: The enabled callbacks of `ACTING` (early stopping, checkpoints, plateau).
+        extra: `callbacks.extra`, in their order.
+        writers: The enabled callbacks of `WRITERS` (TensorBoard, telemetry, CSV).
+
+    Example:
+        >>> stop = TargetSpec("callbacks.early_stopping", "keras.callbacks.EarlyStopping",
+        ...                   {"monitor": "loss", "mode": "auto", "patience": 1})
+        >>> [type(c).__name__ for c in build_callbacks(CallbackSettings(acting=(stop,)), Path("."))]
+        ['EarlyStopping']
+    """
+
+    acting: tuple[TargetSpec, ...] = ()
+    extra: tuple[TargetSpec, ...] = ()
+    writers: tuple[TargetSpec, ...] = ()
+
+
+def callback_arguments(spec: TargetSpec, run_dir: Path | None, supplied: dict[str, Any]) -> dict:
+    """The constructor arguments of a configured callback: its arguments without tapefit's own
+    keys, `filename` under the name its class takes, paths inside `run_dir` (when given), and
+    the `supplied` values its signature takes and the config does not set (`log_dir`, ...)."""
+    target = spec.target
     arguments = {}
-    for key, value in plain.items():
+    for key, value in spec.arguments.items():
         if key in OWNED_KEYS:
             continue
         name = RENAMED.get(key, {}).get(target, key)
@@ -59,50 +81,43 @@ def callback_arguments(node: Any, run_dir: Path | None, supplied: dict[str, Any]
 
 
 def build_callback(
-    name: str, node: Any, run_dir: Path, objective: Objective | None, append: bool
+    spec: TargetSpec, run_dir: Path, objective: Objective | None, append: bool
 ) -> keras.callbacks.Callback:
-    """The callback `callbacks.<name>` configures: its `_target_` (a Keras class, tapefit's,
-    or yours) with its keys; a `mode: auto` next to a `monitor` becomes the direction tapefit
+    """The callback `spec` configures: its `_target_` (a Keras class, tapefit's, or yours)
+    with its arguments; a `mode: auto` next to a `monitor` becomes the direction tapefit
     knows (the objective's, or the metric's), files land in the run directory."""
     supplied: dict[str, Any] = {
         "log_dir": str(run_dir / "tensorboard"),
         "csv_path": run_dir / "steps.csv",
         "append": append,
     }
-    arguments = callback_arguments(node, run_dir, supplied)
+    arguments = callback_arguments(spec, run_dir, supplied)
     if "filepath" in arguments:
         Path(arguments["filepath"]).parent.mkdir(parents=True, exist_ok=True)
         arguments.setdefault("save_weights_only", arguments["filepath"].endswith(".weights.h5"))
     if "monitor" in arguments and "mode" in arguments:
         arguments["mode"] = monitor_mode(
-            arguments["monitor"], arguments["mode"], f"callbacks.{name}.mode", objective
+            arguments["monitor"], arguments["mode"], f"{spec.key}.mode", objective
         )
-    config = OmegaConf.create({"_target_": node._target_, **arguments})
-    return instantiate(config, f"callbacks.{name}")
+    return TargetSpec(spec.key, spec.target, arguments, spec.checked).build()
 
 
 def build_callbacks(
-    settings: Any,
+    settings: CallbackSettings,
     run_dir: Path,
     before_writers: list[keras.callbacks.Callback] | None = None,
     append: bool = False,
     objective: Objective | None = None,
 ) -> list[keras.callbacks.Callback]:
-    """The enabled callbacks of `settings` (the `callbacks` node: each callback's node by its
-    name, and `extra`), with files under `run_dir`:
-    those that change the logs or the run (early stopping, checkpoints, learning-rate
-    plateau) first, then `extra` (more callbacks named by `_target_`), then
-    `before_writers`, then those that write the logs (TensorBoard, telemetry, CSV; the CSV
-    is appended to when `append`). `objective` gives the `auto` mode of a callback watching
-    it. Monitored names are checked before training (`validation.check_logged_names`):
-    Keras would only warn and never act."""
+    """The callbacks of `settings`, with files under `run_dir`: those that change the logs or
+    the run (early stopping, checkpoints, learning-rate plateau) first, then `extra` (more
+    callbacks named by `_target_`), then `before_writers`, then those that write the logs
+    (TensorBoard, telemetry, CSV; the CSV is appended to when `append`). `objective` gives the
+    `auto` mode of a callback watching it. Monitored names are checked before training
+    (`validation.check_logged_names`): Keras would only warn and never act."""
 
-    def built(names: tuple[str, ...]) -> list[keras.callbacks.Callback]:
-        return [
-            build_callback(name, settings[name], run_dir, objective, append)
-            for name in names
-            if settings[name].enabled
-        ]
+    def built(specs: tuple[TargetSpec, ...]) -> list[keras.callbacks.Callback]:
+        return [build_callback(spec, run_dir, objective, append) for spec in specs]
 
-    extra = [instantiate(node, f"callbacks.extra.{name}") for name, node in settings.extra.items()]
-    return [*built(ACTING), *extra, *(before_writers or []), *built(WRITERS)]
+    extra = [spec.build() for spec in settings.extra]
+    return [*built(settings.acting), *extra, *(before_writers or []), *built(settings.writers)]

@@ -223,13 +223,18 @@ def checked_target(node: Any, key: str, exclude: Iterable[str] = (), supplied=()
     return target
 
 
-def instantiate(node: Any, key: str, exclude: Iterable[str] = (), **extra: Any) -> Any:
-    """Build `node` as Hydra's `instantiate` would, after the checks of `checked_target`;
-    `extra` are keyword arguments tapefit adds. An exception the target raises becomes one
-    line naming it."""
+def instantiate(
+    node: Any, key: str, exclude: Iterable[str] = (), *, check: bool = True, **extra: Any
+) -> Any:
+    """Build `node` as Hydra's `instantiate` would, after the checks of `checked_target`
+    (`check=False`: the run's checks passed this node already); `extra` are keyword arguments
+    tapefit adds. An exception the target raises becomes one line naming it."""
     from hydra.utils import instantiate as hydra_instantiate
 
-    target = checked_target(node, key, exclude, supplied=extra)
+    if check:
+        target = checked_target(node, key, exclude, supplied=extra)
+    else:
+        target = locate(node["_target_"], f"{key}._target_")
     arguments = {k: node[k] for k in node if k not in set(exclude) and k != "_target_"}
     config = OmegaConf.create({"_target_": node["_target_"], **arguments})
     try:

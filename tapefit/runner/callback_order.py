@@ -8,7 +8,7 @@ from typing import Any
 
 import keras
 
-from tapefit.callbacks.configured import build_callbacks
+from tapefit.callbacks.configured import CallbackSettings, build_callbacks
 from tapefit.callbacks.progress import EpochLog, StepProgbar
 from tapefit.config.schemas import TrainerConfig
 from tapefit.objective import Objective
@@ -39,10 +39,10 @@ class Connections:
 
 
 def assemble_callbacks(
-    settings: Any, trainer: TrainerConfig, run_dir: Path, connected: Connections
+    settings: CallbackSettings, trainer: TrainerConfig, run_dir: Path, connected: Connections
 ) -> list[keras.callbacks.Callback]:
-    """The run's callbacks in their order (`settings`: the `callbacks` node; `trainer`: the
-    trainer's typed settings):
+    """The run's callbacks in their order (`settings`: the configured callbacks; `trainer`:
+    the trainer's typed settings):
 
     0. with weight EMA, `connected.averages.swap_in`: validation and the epoch-end callbacks
        up to its `swap_out` (placed in `before_writers`, ahead of the resume checkpointer)

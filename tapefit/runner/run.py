@@ -171,7 +171,7 @@ class Run:
             trainer,
             model,
             data,
-            assemble_callbacks(cfg.callbacks, trainer, self.run_dir, connected),
+            assemble_callbacks(spec.callbacks, trainer, self.run_dir, connected),
         )
         self._fit(fitting, state)
         timings = {"started": started, "train_time_s": time.perf_counter() - started}

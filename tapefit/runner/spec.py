@@ -13,9 +13,12 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from tapefit.callbacks.configured import ACTING, OWNED_KEYS, WRITERS, CallbackSettings
 from tapefit.checkpointing.connector import CheckpointPolicy
 from tapefit.config.schemas import DebugConfig, EarlyStoppingConfig, ObjectiveMode, TrainerConfig
 from tapefit.config.snapshot import config_snapshot
+from tapefit.config.target_spec import TargetSpec
+from tapefit.config.targets import has_target
 from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
 from tapefit.objective import Objective, resolve_direction
@@ -38,6 +41,7 @@ class RunSpec:
             the name: a name it never logs is the first thing to fix).
         model_class: The class (or function) `model._target_` names.
         compile: Everything `Model.compile` gets.
+        callbacks: The configured callbacks' classes and arguments, by role.
         checkpoint: What the run restores (resume, warm start) and checkpoints.
         profile_batch: `callbacks.tensorboard.profile_batch` (what `debug=profile` profiles).
 
@@ -55,6 +59,7 @@ class RunSpec:
     resolved_objective: Objective | None
     model_class: Any
     compile: CompileSettings
+    callbacks: CallbackSettings
     checkpoint: CheckpointPolicy
     profile_batch: Any = None
     objective_refusal: str = ""
@@ -89,6 +94,7 @@ class RunSpec:
             objective_refusal=refusal,
             model_class=target,
             compile=compile_settings(cfg, trainer),
+            callbacks=callback_settings(cfg),
             checkpoint=checkpoint_policy(cfg),
             profile_batch=cfg.callbacks.tensorboard.get("profile_batch"),
         )
@@ -98,12 +104,22 @@ def compile_settings(cfg: DictConfig, trainer: TrainerConfig) -> CompileSettings
     """`Model.compile`'s settings from the composed config: the optimizer nodes by their keys,
     the scheduler, `compile.loss`/`compile.metrics`, and the trainer's step options."""
     telemetry = cfg.callbacks.step_telemetry
-    return CompileSettings(
-        optimizer=None if cfg.optimizers else cfg.optimizer,  # several replace the one
-        optimizers=dict(cfg.optimizers),
-        scheduler=cfg.get("scheduler"),
-        loss=cfg.compile.loss,
-        metrics=tuple(cfg.compile.metrics),
+    scheduler = cfg.get("scheduler")
+    optimizers = {
+        name: TargetSpec.of(node, f"optimizers.{name}", checked=True)
+        for name, node in cfg.optimizers.items()
+    }
+    if scheduler is not None:
+        scheduler = TargetSpec.of(scheduler, "scheduler", checked=True)
+    return CompileSettings(  # several optimizers replace the one
+        optimizer=None if optimizers else TargetSpec.of(cfg.optimizer, "optimizer", checked=True),
+        optimizers=optimizers,
+        scheduler=scheduler,
+        loss=keras_name_or_spec(cfg.compile.loss, "compile.loss"),
+        metrics=tuple(
+            keras_name_or_spec(metric, f"compile.metrics[{index}]")
+            for index, metric in enumerate(cfg.compile.metrics)
+        ),
         epochs=trainer.epochs,
         accumulate=trainer.gradient_accumulation_steps,
         steps_per_execution=trainer.steps_per_execution,
@@ -118,6 +134,31 @@ def compile_settings(cfg: DictConfig, trainer: TrainerConfig) -> CompileSettings
             ),
         ),
     )
+
+
+def keras_name_or_spec(value: Any, key: str) -> Any:
+    """A `compile` entry as `Model.compile` takes it: a Keras name as it is, a `_target_` node
+    as a `TargetSpec` (checked when it is built), None as None."""
+    return TargetSpec.of(value, key) if has_target(value) else value
+
+
+def callback_settings(cfg: DictConfig) -> CallbackSettings:
+    """The `callbacks` group's enabled callbacks and `extra`, as `TargetSpec`s by role (each
+    checked already by `check_config`: building them checks nothing again)."""
+    node = cfg.callbacks
+
+    def enabled(names: tuple[str, ...]) -> tuple[TargetSpec, ...]:
+        return tuple(
+            TargetSpec.of(node[name], f"callbacks.{name}", exclude=OWNED_KEYS, checked=True)
+            for name in names
+            if node[name].enabled
+        )
+
+    extra = tuple(
+        TargetSpec.of(extra, f"callbacks.extra.{name}", checked=True)
+        for name, extra in node.extra.items()
+    )
+    return CallbackSettings(acting=enabled(ACTING), extra=extra, writers=enabled(WRITERS))
 
 
 def checkpoint_policy(cfg: DictConfig) -> CheckpointPolicy:

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from tapefit.callbacks.configured import ACTING, MONITORING, SUPPLIED, WRITERS, callback_arguments
 from tapefit.config.schemas import DebugConfig, TrainerConfig
+from tapefit.config.target_spec import TargetSpec
 from tapefit.config.targets import checked_target, has_target
 from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
@@ -241,7 +242,7 @@ def check_config(cfg: Any) -> None:
     for name in (*ACTING, *WRITERS):
         node = cfg.callbacks[name]
         if node.enabled:
-            arguments = callback_arguments(node, None, {})
+            arguments = callback_arguments(TargetSpec.of(node, f"callbacks.{name}"), None, {})
             node_arguments = {"_target_": node._target_, **arguments}
             checked_target(node_arguments, f"callbacks.{name}", supplied=SUPPLIED)
     for name, node in cfg.callbacks.extra.items():

@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import keras
-from omegaconf import DictConfig
 
-from tapefit.config.targets import has_target, instantiate
+from tapefit.config.target_spec import TargetSpec
 from tapefit.errors import TapefitError
 from tapefit.training.optimizers import build_optimizer
 from tapefit.training.runtime import jit_compile_argument
@@ -46,12 +45,13 @@ class CompileSettings:
     """Everything `Model.compile` gets, resolved at the run's edge (`tapefit.runner.spec`).
 
     Attributes:
-        optimizer: The `optimizer` node (used when `optimizers` is empty).
-        optimizers: `{NAME: node}` for every optimizer a step names (`optimizers`); when
+        optimizer: The `optimizer` (used when `optimizers` is empty).
+        optimizers: `{NAME: spec}` for every optimizer a step names (`optimizers`); when
             given, they replace `optimizer`.
-        scheduler: The `scheduler` node (`_target_`), or None for a constant rate.
-        loss: `compile.loss` (a Keras name or a `_target_` node), None for the model's own.
-        metrics: `compile.metrics`, added to the model's own.
+        scheduler: The `scheduler` (called with the learning rate and the run's steps), or
+            None for a constant rate.
+        loss: `compile.loss` (a Keras name or a `_target_`), None for the model's own.
+        metrics: `compile.metrics` (Keras names or `_target_`s), added to the model's own.
         epochs: `trainer.epochs` (a schedule's length is epochs times steps per epoch).
         accumulate: `trainer.gradient_accumulation_steps`.
         steps_per_execution: `trainer.steps_per_execution`.
@@ -60,18 +60,17 @@ class CompileSettings:
         policies: The tape step's policies.
 
     Example:
-        >>> from omegaconf import OmegaConf
-        >>> node = OmegaConf.create({"_target_": "keras.optimizers.SGD", "learning_rate": 0.1})
-        >>> settings = CompileSettings(optimizer=node)
+        >>> sgd = TargetSpec("optimizer", "keras.optimizers.SGD", {"learning_rate": 0.1})
+        >>> settings = CompileSettings(optimizer=sgd)
         >>> type(configured_optimizer(settings)).__name__
         'SGD'
     """
 
-    optimizer: Any = None
-    optimizers: dict[str, Any] = field(default_factory=dict)
-    scheduler: Any = None
-    loss: Any = None
-    metrics: tuple[Any, ...] = ()
+    optimizer: TargetSpec | None = None
+    optimizers: dict[str, TargetSpec] = field(default_factory=dict)
+    scheduler: TargetSpec | None = None
+    loss: str | TargetSpec | None = None
+    metrics: tuple[str | TargetSpec, ...] = ()
     epochs: int = 1
     accumulate: int | None = None
     steps_per_execution: int = 1
@@ -87,32 +86,34 @@ def configured_optimizer(settings: CompileSettings, steps_per_epoch: int | None 
     schedule = learning_rate_schedule(settings.scheduler, settings.epochs, steps_per_epoch)
     if settings.optimizers:
         return {
-            name: build_optimizer(node, settings.accumulate, f"optimizers.{name}", schedule)
-            for name, node in settings.optimizers.items()
+            name: build_optimizer(spec, settings.accumulate, schedule)
+            for name, spec in settings.optimizers.items()
         }
-    return build_optimizer(settings.optimizer, settings.accumulate, schedule=schedule)
+    if settings.optimizer is None:
+        raise TapefitError("no optimizer: set optimizer._target_ (e.g. optimizer=adamw)")
+    return build_optimizer(settings.optimizer, settings.accumulate, schedule)
 
 
-def learning_rate_schedule(node: Any, epochs: int, steps_per_epoch: int | None) -> Any:
-    """`learning_rate -> schedule` for the `scheduler` node (None without one): its `_target_`
+def learning_rate_schedule(
+    scheduler: TargetSpec | None, epochs: int, steps_per_epoch: int | None
+) -> Any:
+    """`learning_rate -> schedule` for the `scheduler` (None without one): its `_target_`
     called with the learning rate, the run's total steps (`epochs` times `steps_per_epoch`)
     and `steps_per_epoch`."""
-    if node is None:
+    if scheduler is None:
         return None
     total = None if steps_per_epoch is None else epochs * steps_per_epoch
     supplied = {"total_steps": total, "steps_per_epoch": steps_per_epoch}
-    return lambda learning_rate: instantiate(
-        node, "scheduler", learning_rate=learning_rate, **supplied
-    )
+    return lambda learning_rate: scheduler.build(learning_rate=learning_rate, **supplied)
 
 
 COMPILE_ONLY_NAMES = ("accuracy", "acc", "crossentropy", "ce")  # names compile() resolves
 
 
-def keras_object(value: Any, key: str, kind: str) -> Any:
-    """A Keras name, checked to exist, or the object a `_target_` node builds."""
-    if has_target(value):
-        return instantiate(value, key)
+def keras_object(value: str | TargetSpec, key: str, kind: str) -> Any:
+    """A Keras name, checked to exist, or the object a `_target_` builds."""
+    if isinstance(value, TargetSpec):
+        return value.build()
     if isinstance(value, str) and value not in COMPILE_ONLY_NAMES:
         lookup = keras.losses.get if kind == "loss" else keras.metrics.get
         try:
@@ -176,9 +177,8 @@ def metric_name(metric: Any) -> str:
         return metric
     if isinstance(metric, keras.metrics.Metric):  # built already (compile_objects)
         return str(metric.name)
-    if callable(metric) and not isinstance(metric, DictConfig | dict):  # a metric function
-        return str(getattr(metric, "__name__", metric))
-    if isinstance(metric, DictConfig | dict) and "name" in metric:
-        return str(metric["name"])
-    built = instantiate(metric, "compile.metrics")
-    return str(built.name)
+    if isinstance(metric, TargetSpec):
+        if "name" in metric.arguments:
+            return str(metric.arguments["name"])
+        return str(metric.build().name)
+    return str(getattr(metric, "__name__", metric))  # a metric function

@@ -8,43 +8,48 @@ from typing import Any
 
 import keras
 
-from tapefit.config.targets import checked_target, has_target, instantiate
+from tapefit.config.target_spec import TargetSpec
+from tapefit.config.targets import checked_target
 from tapefit.errors import TapefitError
 
 TAPEFIT_KEYS = ("ema",)  # tapefit's own keys of an optimizer node, not arguments of its class
 
 
 def build_optimizer(
-    node: Any,
+    spec: TargetSpec,
     gradient_accumulation_steps: int | None = None,
-    key: str = "optimizer",
     schedule: Callable[[float], Any] | None = None,
 ) -> keras.optimizers.Optimizer:
-    """The optimizer `node` (the config node at `key`) describes: its `_target_` class, called
-    with the node's arguments.
+    """The optimizer `spec` names: its `_target_` class, called with its arguments.
 
     `gradient_accumulation_steps` k > 1 makes the optimizer average k batches' gradients and
     update once every k steps (Keras' own accumulation). `schedule(learning_rate)` turns the
-    node's learning rate into the one the optimizer gets (the `scheduler` group's). The node's
-    `ema` (tapefit's short name for Keras' `use_ema`) is not passed to the class.
+    spec's learning rate into the one the optimizer gets (the `scheduler` group's). Its `ema`
+    (tapefit's short name for Keras' `use_ema`) is not passed to the class as such.
+
+    Example:
+        >>> adam = TargetSpec("optimizer", "keras.optimizers.Adam", {"learning_rate": 0.01})
+        >>> optimizer = build_optimizer(adam, gradient_accumulation_steps=4)
+        >>> float(optimizer.learning_rate), optimizer.gradient_accumulation_steps
+        (0.009999999776482582, 4)
     """
     check_accumulation(gradient_accumulation_steps)
-    accumulate: dict[str, Any] = {}
+    arguments = {k: v for k, v in spec.arguments.items() if k not in TAPEFIT_KEYS}
+    added: dict[str, Any] = {}  # what tapefit passes beside the configured arguments
+    ema = spec.arguments.get("ema")  # checked with the config (check_optimizer_node)
+    if ema is not None and "use_ema" not in arguments:  # `+optimizer.ema=true`
+        added["use_ema"] = bool(ema)
     if gradient_accumulation_steps is not None and gradient_accumulation_steps > 1:
-        accumulate["gradient_accumulation_steps"] = int(gradient_accumulation_steps)
-    if schedule is not None and isinstance(node.get("learning_rate"), int | float):
-        accumulate["learning_rate"] = schedule(float(node.learning_rate))
-    if has_target(node):  # its tapefit keys were checked with the config (check_optimizer_node)
-        if "ema" in node and "use_ema" not in node:  # `+optimizer.ema=true` on a node without it
-            accumulate["use_ema"] = bool(node.ema)
-        optimizer = instantiate(node, key, exclude=TAPEFIT_KEYS, **accumulate)
-        if not isinstance(optimizer, keras.optimizers.Optimizer):
-            raise TapefitError(
-                f"{key}._target_={node._target_} built a {type(optimizer).__name__}, not a "
-                "keras.optimizers.Optimizer: name an optimizer class (e.g. keras.optimizers.Adam)"
-            )
-        return optimizer
-    raise missing_target(key)
+        added["gradient_accumulation_steps"] = int(gradient_accumulation_steps)
+    if schedule is not None and isinstance(arguments.get("learning_rate"), int | float):
+        added["learning_rate"] = schedule(float(arguments["learning_rate"]))
+    optimizer = TargetSpec(spec.key, spec.target, arguments, spec.checked).build(**added)
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TapefitError(
+            f"{spec.key}._target_={spec.target} built a {type(optimizer).__name__}, not a "
+            "keras.optimizers.Optimizer: name an optimizer class (e.g. keras.optimizers.Adam)"
+        )
+    return optimizer
 
 
 def missing_target(key: str) -> TapefitError:

@@ -8,7 +8,6 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError
 
 import tapefit
@@ -20,6 +19,7 @@ from tapefit.config.schemas import (
     Strategy,
     TrainerConfig,
 )
+from tapefit.config.target_spec import TargetSpec
 from tapefit.config.typed import typed
 from tapefit.objective import Objective
 from tapefit.runner.spec import RunSpec
@@ -71,12 +71,12 @@ def test_compile_settings_carry_the_step_policies_and_every_optimizer(compose):
         "gradient_telemetry": "histograms",
     }
     assert settings.optimizers == {} and settings.accumulate == 2
-    assert settings.optimizer._target_ == "keras.optimizers.Adam"
+    assert settings.optimizer.target == "keras.optimizers.Adam" and settings.optimizer.checked
     cfg.callbacks.step_telemetry.enabled = False
     assert RunSpec.of(cfg).compile.policies.gradient_telemetry == "off"
 
-    adam = OmegaConf.create({"_target_": "keras.optimizers.Adam", "learning_rate": 1e-3})
-    sgd = OmegaConf.create({"_target_": "keras.optimizers.SGD", "learning_rate": 0.1})
+    adam = TargetSpec("optimizers.generator", "keras.optimizers.Adam", {"learning_rate": 1e-3})
+    sgd = TargetSpec("optimizers.critic", "keras.optimizers.SGD", {"learning_rate": 0.1})
     two = CompileSettings(optimizers={"generator": adam, "critic": sgd})
     built = configured_optimizer(two)
     assert {name: type(o).__name__ for name, o in built.items()} == {
@@ -86,7 +86,7 @@ def test_compile_settings_carry_the_step_policies_and_every_optimizer(compose):
 
 
 def test_the_schedule_spans_the_epochs_times_the_steps():
-    node = OmegaConf.create({"_target_": "tapefit.training.schedules.cosine", "min_lr": 0.0})
+    node = TargetSpec("scheduler", "tapefit.training.schedules.cosine", {"min_lr": 0.0})
     schedule = learning_rate_schedule(node, epochs=3, steps_per_epoch=10)(0.1)
     assert float(schedule(0)) == pytest.approx(0.1)
     assert float(schedule(30)) == pytest.approx(0.0, abs=1e-7)  # the run's last step
@@ -95,9 +95,9 @@ def test_the_schedule_spans_the_epochs_times_the_steps():
 
 def test_compile_returns_the_metrics_the_step_will_log():
     model = tapefit.TapeModel(*_functional())
-    metric = OmegaConf.create({"_target_": "keras.metrics.MeanAbsoluteError", "name": "mae_x"})
+    metric = TargetSpec("compile.metrics", "keras.metrics.MeanAbsoluteError", {"name": "mae_x"})
     settings = CompileSettings(
-        optimizer=OmegaConf.create({"_target_": "keras.optimizers.SGD"}),
+        optimizer=TargetSpec("optimizer", "keras.optimizers.SGD"),
         loss="mse",
         metrics=(metric,),
     )

@@ -5,8 +5,8 @@ against Keras', the names metrics are logged under, and the schedule's length.""
 import keras
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
+from tapefit.config.target_spec import TargetSpec
 from tapefit.errors import TapefitError
 from tapefit.training.compiling import (
     CompileSettings,
@@ -40,8 +40,8 @@ def test_compile_loss_replaces_the_models_and_compile_metrics_are_added():
 
 
 def test_a_target_node_is_built():
-    node = OmegaConf.create({"_target_": "keras.losses.Huber", "delta": 2.0})
-    metric = OmegaConf.create({"_target_": "keras.metrics.AUC", "name": "pr", "curve": "PR"})
+    node = TargetSpec.of({"_target_": "keras.losses.Huber", "delta": 2.0}, "compile.loss")
+    metric = TargetSpec("compile.metrics[0]", "keras.metrics.AUC", {"name": "pr", "curve": "PR"})
     objects = compile_objects(CompileSettings(loss=node, metrics=(metric,)), {})
     assert isinstance(objects["loss"], keras.losses.Huber)
     assert float(objects["loss"]([[0.0]], [[3.0]])) == 4.0  # delta 2: 2 * (3 - 2 / 2)
@@ -77,11 +77,11 @@ def test_a_name_keras_does_not_know_is_refused_in_one_line_naming_the_key(settin
         ("accuracy", "accuracy"),
         (keras.metrics.AUC(name="roc"), "roc"),
         (keras.metrics.mean_squared_error, "mean_squared_error"),
-        ({"_target_": "keras.metrics.AUC", "name": "pr"}, "pr"),
+        (TargetSpec("compile.metrics", "keras.metrics.AUC", {"name": "pr"}), "pr"),
         # no name: built, the class's default
-        (OmegaConf.create({"_target_": "keras.metrics.MeanAbsoluteError"}), "mean_absolute_error"),
+        (TargetSpec("compile.metrics", "keras.metrics.MeanAbsoluteError"), "mean_absolute_error"),
     ],
-    ids=["string", "built", "function", "dict", "node"],
+    ids=["string", "built", "function", "named", "unnamed"],
 )
 def test_the_name_a_configured_metric_is_logged_under(metric, name):
     assert metric_name(metric) == name
@@ -98,7 +98,7 @@ def test_a_models_own_compile_defaults_are_asked_for():
 
 def test_the_schedule_runs_epochs_times_the_splits_batches():
     assert learning_rate_schedule(None, 3, 10) is None
-    node = OmegaConf.create({"_target_": "tapefit.training.schedules.linear"})
+    node = TargetSpec("scheduler", "tapefit.training.schedules.linear")
     schedule = learning_rate_schedule(node, 3, 10)(1.0)  # 30 steps: 0 at step 29
     rates = [float(schedule(step)) for step in (0, 15, 29)]
     np.testing.assert_allclose(rates, [1.0, 1 - 15 / 29, 0.0], atol=1e-6)

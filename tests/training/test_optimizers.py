@@ -8,8 +8,14 @@ from omegaconf import OmegaConf
 
 import tapefit
 from tapefit import StepOutput, TapeModel
+from tapefit.config.target_spec import TargetSpec
 from tapefit.training.optimizers import build_optimizer
 from tests.helpers import load_experiment, scalar_tags
+
+
+def optimizer_of(node, *args):
+    """The optimizer an `optimizer` node builds, as a run builds it (`RunSpec`'s spec)."""
+    return build_optimizer(TargetSpec.of(node, "optimizer"), *args)
 
 
 @pytest.fixture(scope="module")
@@ -100,17 +106,17 @@ def test_gradient_accumulation_over_k_batches_equals_one_batch_k_times_larger():
 
 def test_gradient_accumulation_comes_from_the_trainer_config(compose):
     cfg = compose(["trainer.gradient_accumulation_steps=4"])
-    optimizer = build_optimizer(cfg.optimizer, cfg.trainer.gradient_accumulation_steps)
+    optimizer = optimizer_of(cfg.optimizer, cfg.trainer.gradient_accumulation_steps)
     assert optimizer.gradient_accumulation_steps == 4
     with pytest.raises(tapefit.TapefitError, match="gradient_accumulation_steps=0 must be null"):
-        build_optimizer(cfg.optimizer, 0)
+        optimizer_of(cfg.optimizer, 0)
 
 
 def one_sgd_step(clip: dict) -> tuple[np.ndarray, np.ndarray]:
     """One SGD(lr=1) step of a zero-initialised Dense(2) from config keys; its gradient."""
     cfg = OmegaConf.create({"_target_": "keras.optimizers.SGD", "learning_rate": 1.0, **clip})
     model = TapeModel(*_dense_network())
-    model.compile(optimizer=build_optimizer(cfg), loss="mse")
+    model.compile(optimizer=optimizer_of(cfg), loss="mse")
     x = np.array([[3.0, -4.0]], "float32")
     y = np.array([[10.0, -2.0]], "float32")
     model.fit(x, y, batch_size=1, epochs=1, verbose=0)
@@ -170,7 +176,7 @@ class HalvedSGD(keras.optimizers.SGD):
 def test_an_optimizer_is_named_by_target_keras_own_or_a_users(compose, tmp_path, monkeypatch):
     (tmp_path / "my_optimizers.py").write_text(MY_OPTIMIZER)
     monkeypatch.syspath_prepend(str(tmp_path))
-    lion = build_optimizer(
+    lion = optimizer_of(
         compose(
             [
                 "optimizer._target_=keras.optimizers.Lion",
@@ -191,9 +197,9 @@ def test_an_optimizer_is_named_by_target_keras_own_or_a_users(compose, tmp_path,
             "~optimizer.nesterov",
         ]
     )
-    mine = build_optimizer(cfg.optimizer)
+    mine = optimizer_of(cfg.optimizer)
     assert type(mine).__name__ == "HalvedSGD" and float(mine.learning_rate) == pytest.approx(0.005)
-    adamw = build_optimizer(compose(["optimizer=adamw"]).optimizer, 2)
+    adamw = optimizer_of(compose(["optimizer=adamw"]).optimizer, 2)
     assert isinstance(adamw, keras.optimizers.AdamW) and adamw.weight_decay == 0.004
     assert adamw.gradient_accumulation_steps == 2
 
@@ -211,7 +217,7 @@ def test_an_optimizer_is_named_by_target_keras_own_or_a_users(compose, tmp_path,
 )
 def test_optimizer_ema_is_keras_use_ema(compose, overrides, use_ema):
     cfg = compose(overrides)
-    optimizer = build_optimizer(cfg.optimizer)
+    optimizer = optimizer_of(cfg.optimizer)
     assert optimizer.use_ema is use_ema
     assert optimizer.ema_momentum == cfg.optimizer.ema_momentum
 
@@ -242,4 +248,4 @@ def test_a_bad_optimizer_node_is_one_line_before_training(compose, overrides, me
     cfg = compose(overrides)
     with pytest.raises(tapefit.TapefitError, match=message):
         check_config(cfg)
-        build_optimizer(cfg.optimizer)
+        optimizer_of(cfg.optimizer)

@@ -1,0 +1,60 @@
+"""A `_target_` node of the composed config as a typed object: what to build, with which plain
+arguments, and whether the run's checks have passed it. The run's edge makes these once
+(`tapefit.runner.spec`); the optimizers, the schedule, compile's loss and metrics and the
+configured callbacks are built from them, never from the config."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from tapefit.config.targets import instantiate
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """One object the config names by `_target_`, resolved.
+
+    Attributes:
+        key: Where the config sets it (`optimizer`, `callbacks.early_stopping`), for errors.
+        target: The dotted path of the class or function (`keras.optimizers.Adam`).
+        arguments: Its arguments as plain, resolved values (no interpolation left).
+        checked: The run's checks (`tapefit.runner.validation.check_config`) have passed
+            these arguments against the target's signature, types and `check_options`, so
+            building it checks nothing again.
+
+    Example:
+        >>> node = {"_target_": "keras.optimizers.SGD", "learning_rate": 0.5}
+        >>> spec = TargetSpec.of(node, "optimizer")
+        >>> spec.target, spec.arguments, type(spec.build()).__name__
+        ('keras.optimizers.SGD', {'learning_rate': 0.5}, 'SGD')
+    """
+
+    key: str
+    target: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    checked: bool = False
+
+    @classmethod
+    def of(
+        cls, node: Mapping[str, Any], key: str, exclude: Iterable[str] = (), checked: bool = False
+    ) -> TargetSpec:
+        """The spec of a `_target_` node (a config node or a plain mapping), without the keys
+        in `exclude` (tapefit's own switches, such as a callback's `enabled`)."""
+        if isinstance(node, DictConfig):
+            node = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+        skipped = {"_target_", *exclude}
+        arguments = {name: value for name, value in node.items() if name not in skipped}
+        return cls(key, str(node["_target_"]), arguments, checked)
+
+    def node(self) -> dict[str, Any]:
+        """The `{"_target_": ..., **arguments}` mapping Hydra's `instantiate` builds."""
+        return {"_target_": self.target, **self.arguments}
+
+    def build(self, **extra: Any) -> Any:
+        """The object, called with its arguments and `extra` (what tapefit adds: a schedule's
+        learning rate, a callback's `log_dir`); checked first unless `checked`."""
+        return instantiate(self.node(), self.key, check=not self.checked, **extra)
