@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from tapefit.config.schemas import TrainerConfig
 from tapefit.config.typed import typed
+from tapefit.runner.spec import RunSpec
 from tapefit.runner.train import build_data, build_model, prepare
 
 WORDS = [f"w{i}" for i in range(5000)]
@@ -161,7 +162,7 @@ def waiting_for_input(name: str, overrides: list[str], repeats: int, steps: int)
     cfg = compose(overrides)
     strategy = prepare(cfg.seed, typed(TrainerConfig, cfg.trainer))
     data = build_data(cfg)
-    model = build_model(cfg, data, strategy)
+    model = build_model(RunSpec.of(cfg), data, strategy)
     model.make_train_function()
     pipeline = data.train.repeat()
     in_memory = data.train.take(steps).cache().repeat()

@@ -97,8 +97,8 @@ def counting_traces(build_checked_model, counts: dict[str, int]):
     """`preparation.build_checked_model` (what a run builds its model with), whose models count
     how often TensorFlow traces their train step."""
 
-    def build(cfg, data, strategy, spec=None):
-        built = build_checked_model(cfg, data, strategy, spec)
+    def build(spec, data, strategy):
+        built = build_checked_model(spec, data, strategy)
         model = built.model
         step = model.train_step
 

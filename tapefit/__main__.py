@@ -57,8 +57,8 @@ def main(cfg: DictConfig) -> float:
         print(f"tapefit: {stop}; status.json says interrupted", file=sys.stderr)
         sys.exit(128 + stop.signum)
     value = metrics.get("objective_value")
-    if value is None or not math.isfinite(value):  # no finite epoch value
-        return failure_value(cfg)
+    if value is None or not math.isfinite(value):  # no finite epoch value: the run's worst
+        return -math.inf if metrics.get("objective_direction") == "max" else math.inf
     print(f"objective: {metrics['objective']}={value:.4f}")
     return float(value)
 
@@ -113,8 +113,9 @@ def config_dir_arguments(hydra_cfg: DictConfig) -> list[str]:
 
 
 def failure_value(cfg: DictConfig) -> float:
-    """What a failed job returns to a sweeper: the worst value for the objective's direction
-    (-inf when higher is better). Optuna records it and goes on; NaN would abort its sweep."""
+    """What a job refused before its run resolved an objective returns to a sweeper: the worst
+    value for the configured objective's direction (-inf when higher is better). Optuna
+    records it and goes on; NaN would abort its sweep."""
     from tapefit.runner.spec import objective_of
 
     try:

@@ -70,7 +70,7 @@ def report_for(overrides: Sequence[str], config_dir: str | None = None) -> Any:
     require_labels(
         data, ("train", "val", "test"), "a run trains and tests on labelled images"
     )  # as a run would
-    model = preparation.build_checked_model(cfg, data, strategy, spec).model
+    model = preparation.build_checked_model(spec, data, strategy).model
     return readiness_of(model, data.train, strategy, spec.trainer.jit_compile)
 
 

@@ -59,6 +59,11 @@ class CallbackSettings:
     extra: tuple[TargetSpec, ...] = ()
     writers: tuple[TargetSpec, ...] = ()
 
+    def enabled(self, name: str) -> TargetSpec | None:
+        """`callbacks.<name>` (one of `ACTING` or `WRITERS`) when it is enabled, else None."""
+        key = f"callbacks.{name}"
+        return next((spec for spec in (*self.acting, *self.writers) if spec.key == key), None)
+
 
 def callback_arguments(spec: TargetSpec, run_dir: Path | None, supplied: dict[str, Any]) -> dict:
     """The constructor arguments of a configured callback: its arguments without tapefit's own

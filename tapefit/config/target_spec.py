@@ -43,10 +43,12 @@ class TargetSpec:
         cls, node: Mapping[str, Any], key: str, exclude: Iterable[str] = (), checked: bool = False
     ) -> TargetSpec:
         """The spec of a `_target_` node (a config node or a plain mapping), without the keys
-        in `exclude` (tapefit's own switches, such as a callback's `enabled`)."""
-        if isinstance(node, DictConfig):
-            node = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+        in `exclude` (tapefit's own switches, such as a callback's `enabled`) and those the
+        config leaves `???` (required, for something else to supply)."""
         skipped = {"_target_", *exclude}
+        if isinstance(node, DictConfig):
+            skipped |= {name for name in node if OmegaConf.is_missing(node, name)}
+            node = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
         arguments = {name: value for name, value in node.items() if name not in skipped}
         return cls(key, str(node["_target_"]), arguments, checked)
 

@@ -13,11 +13,11 @@ import keras
 from omegaconf import DictConfig, OmegaConf
 
 from tapefit.checkpointing.warm_start import shared_vocabulary
+from tapefit.config.target_spec import TargetSpec
 from tapefit.config.targets import (
     accepted_arguments,
     checked_target,
     has_target,
-    instantiate,
     locate,
     required_arguments,
 )
@@ -110,34 +110,42 @@ def build_model_from_config(
     loader: str = "the data",
     init_from: str | None = None,
 ) -> keras.Model:
-    """The model the `model` node configures, given the `data` object's `model_arguments()`
-    its signature takes and the node does not set. `target`: the class `model._target_`
-    names, if located already; `loader`: the data's `_target_`, for the error; `init_from`:
-    the run whose weights the model will start from (its vocabulary replaces the data's)."""
-    node = model
-    target = target or model_class(node)
+    """The model `model` configures (the `model` node, or the run's `TargetSpec` of it), given
+    the `data` object's `model_arguments()` its signature takes and the config does not set.
+    `target`: the class `model._target_` names, if located already; `loader`: the data's
+    `_target_`, for the error; `init_from`: the run whose weights the model will start from
+    (its vocabulary replaces the data's)."""
+    spec = model if isinstance(model, TargetSpec) else TargetSpec.of(model, "model")
+    target = target or locate(spec.target, "model._target_")
     offered = hook(data, "model_arguments")
     accepted = set(accepted_arguments(target)[0])
+    given = spec.arguments
     supplied = {
         name: value
         for name, value in (offered() if offered else {}).items()
-        if name in accepted and name not in node
+        if name in accepted and name not in given
     }
     if init_from:
         supplied = shared_vocabulary(init_from, supplied)
     missing = [
-        name for name in required_arguments(target) if name not in node and name not in supplied
+        name for name in required_arguments(target) if name not in given and name not in supplied
     ]
+    shown = getattr(target, "__qualname__", target)
     if missing and offered is not None:
         raise TapefitError(
-            f"model: {getattr(target, '__qualname__', target)} needs {', '.join(missing)}, "
+            f"model: {shown} needs {', '.join(missing)}, "
             f"which data={loader} does not supply: choose data that does, or set "
             + ", ".join(f"model.{name}=..." for name in missing)
         )
-    model = instantiate(node, "model", **supplied)
+    if missing:  # the config's checks left them to the data, which has no model_arguments()
+        raise TapefitError(
+            f"model: {shown} needs {', '.join(missing)}: set "
+            + ", ".join(f"model.{n}=..." for n in missing)
+        )
+    model = spec.build(**supplied)
     if not isinstance(model, TapeModel):
         raise TapefitError(
-            f"model._target_={node._target_} built a {type(model).__name__}, not a "
+            f"model._target_={spec.target} built a {type(model).__name__}, not a "
             f"tapefit.TapeModel: {NOT_A_TAPE_MODEL}"
         )
     return model

@@ -86,32 +86,23 @@ class BuiltModel:
     own_callbacks: list[keras.callbacks.Callback]
 
 
-def build_model(
-    cfg: Any, data: Any, strategy: tf.distribute.Strategy, spec: RunSpec | None = None
-) -> keras.Model:
-    """Build the configured TapeModel and compile it, inside `strategy`'s scope; it is built
-    from the data's element spec and checked before training. `spec`: the run's, if it has
-    made it already (else made here from `cfg`)."""
-    return build_checked_model(cfg, data, strategy, spec).model
+def build_model(spec: RunSpec, data: Any, strategy: tf.distribute.Strategy) -> keras.Model:
+    """Build the run's TapeModel (`spec`: `RunSpec.of` a checked config) and compile it,
+    inside `strategy`'s scope; it is built from the data's element spec and checked before
+    training."""
+    return build_checked_model(spec, data, strategy).model
 
 
-def build_checked_model(
-    cfg: Any, data: Any, strategy: tf.distribute.Strategy, spec: RunSpec | None = None
-) -> BuiltModel:
+def build_checked_model(spec: RunSpec, data: Any, strategy: tf.distribute.Strategy) -> BuiltModel:
     """`build_model`, keeping the model's own callbacks for the run's callback order."""
-    spec = spec or RunSpec.of(cfg)
     trainer = spec.trainer
     with strategy.scope():
         model = build_model_from_config(
-            cfg.model,
-            data,
-            spec.model_class,
-            cfg.data.get("_target_", "the data"),
-            spec.checkpoint.init_from,
+            spec.model, data, spec.model_class, spec.data_target, spec.checkpoint.init_from
         )
         settings = whole_executions(replica_safe(spec.compile, strategy), trainer)
         compiled = compile_model(model, settings, steps_of(data.train, trainer.steps_per_epoch))
-        build_before_training(model, data.train, f"model._target_={cfg.model._target_}")
+        build_before_training(model, data.train, f"model._target_={spec.model.target}")
         build_step_variables(model, data.train)
     if trainer.save_model:
         check_saveable(model)  # refused now, not after training
@@ -119,7 +110,7 @@ def build_checked_model(
         check_exportable(model, list(trainer.export_formats))
     own = own_callbacks(model, data)
     metrics = compiled.get("metrics", [])
-    check_logged_names(cfg.callbacks, trainer, model, data, spec.objective_name, metrics, own)
+    check_logged_names(spec.callbacks, trainer, model, data, spec.objective_name, metrics, own)
     return BuiltModel(model, own)
 
 

@@ -92,7 +92,7 @@ class Run:
     def _recorded(self) -> dict[str, Any]:
         with RunRecord(self.cfg, self.run_dir, self.hparams_session) as record:
             check_config(self.cfg)
-            self.spec = RunSpec.of(self.cfg)  # the objective, the model class, ...: once
+            self.spec = RunSpec.of(self.cfg, record.snapshot)  # the objective, the model, ...: once
             with (
                 interruptible(self.stopper),
                 released_custom_gradients(),
@@ -131,10 +131,10 @@ class Run:
         return data
 
     def _fit_and_finish(self, data: Any, strategy: tf.distribute.Strategy, started: float) -> dict:
-        cfg, spec, trainer = self.cfg, self.spec, self.spec.trainer
+        spec, trainer = self.spec, self.spec.trainer
         check_epoch_lengths(data, trainer.steps_per_epoch, trainer.validation_steps)
         check_interval(trainer, data.val is not None)
-        built = preparation.build_checked_model(cfg, data, strategy, spec)
+        built = preparation.build_checked_model(spec, data, strategy)
         model = built.model
         log_readiness(model, data.train, strategy, trainer.jit_compile)
         checkpoints = CheckpointConnector(spec.checkpoint, self.run_dir)

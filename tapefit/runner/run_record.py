@@ -29,12 +29,11 @@ class RunRecord:
 
     def __init__(self, cfg: Any, run_dir: Path, hparams_session: bool) -> None:
         self.cfg, self.run_dir = cfg, run_dir
+        self.snapshot = config_snapshot(cfg)  # the run's values, flat: made once
         self.tracker: Any = None  # an experiment tracker (logger=...), told the same ends
         self.session = None
         if hparams_session and cfg.callbacks.tensorboard.enabled:
-            self.session = RunSession(
-                run_dir / "tensorboard", hyperparameters_of(config_snapshot(cfg))
-            )
+            self.session = RunSession(run_dir / "tensorboard", hyperparameters_of(self.snapshot))
 
     def __enter__(self) -> RunRecord:
         callbacks = self.cfg.callbacks
@@ -57,7 +56,7 @@ class RunRecord:
     def track(self, tracker: Any) -> None:
         """Open `tracker`'s run for this one (the same again on resume) with the config."""
         self.tracker = tracker
-        tracker.start(self.run_dir, config_snapshot(self.cfg), resume=bool(self.cfg.resume))
+        tracker.start(self.run_dir, self.snapshot, resume=bool(self.cfg.resume))
 
     def tracker_callbacks(self) -> list[Any]:
         """The tracker's Keras callback, if there is a tracker."""

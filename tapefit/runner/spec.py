@@ -40,6 +40,8 @@ class RunSpec:
             direction, which `objective` then refuses (after the run has checked that it logs
             the name: a name it never logs is the first thing to fix).
         model_class: The class (or function) `model._target_` names.
+        model: The `model` node's target and arguments (checked: `check_model`).
+        data_target: `data._target_`, the loader (named in the model's errors).
         compile: Everything `Model.compile` gets.
         callbacks: The configured callbacks' classes and arguments, by role.
         checkpoint: What the run restores (resume, warm start) and checkpoints.
@@ -58,6 +60,8 @@ class RunSpec:
     objective_name: str
     resolved_objective: Objective | None
     model_class: Any
+    model: TargetSpec
+    data_target: str
     compile: CompileSettings
     callbacks: CallbackSettings
     checkpoint: CheckpointPolicy
@@ -76,8 +80,9 @@ class RunSpec:
         return self.resolved_objective
 
     @classmethod
-    def of(cls, cfg: DictConfig) -> RunSpec:
-        """The specification of the composed `cfg` (checked before: `check_config`)."""
+    def of(cls, cfg: DictConfig, snapshot: dict[str, Any] | None = None) -> RunSpec:
+        """The specification of the composed `cfg` (checked before: `check_config`);
+        `snapshot`: its `config_snapshot`, when the caller has made it already."""
         trainer = typed(TrainerConfig, cfg.trainer)
         target = model_class(cfg.model)
         name = cfg.objective or default_objective(cfg.data, target)
@@ -93,9 +98,11 @@ class RunSpec:
             resolved_objective=objective,
             objective_refusal=refusal,
             model_class=target,
+            model=TargetSpec.of(cfg.model, "model", checked=True),
+            data_target=str(cfg.data.get("_target_", "the data")),
             compile=compile_settings(cfg, trainer),
             callbacks=callback_settings(cfg),
-            checkpoint=checkpoint_policy(cfg),
+            checkpoint=checkpoint_policy(cfg, snapshot),
             profile_batch=cfg.callbacks.tensorboard.get("profile_batch"),
         )
 
@@ -161,7 +168,7 @@ def callback_settings(cfg: DictConfig) -> CallbackSettings:
     return CallbackSettings(acting=enabled(ACTING), extra=extra, writers=enabled(WRITERS))
 
 
-def checkpoint_policy(cfg: DictConfig) -> CheckpointPolicy:
+def checkpoint_policy(cfg: DictConfig, snapshot: dict[str, Any] | None = None) -> CheckpointPolicy:
     """What the run restores and checkpoints: `resume`, `force_resume`, `init_from`, the
     trainer's checkpoint switches, `checkpoint.*`, and the log files a resume rewrites."""
     callbacks, trainer = cfg.callbacks, cfg.trainer
@@ -174,7 +181,7 @@ def checkpoint_policy(cfg: DictConfig) -> CheckpointPolicy:
         every_steps=trainer.checkpoint_every_steps,
         save_top_k=int(cfg.checkpoint.save_top_k),
         save_last=bool(cfg.checkpoint.save_last),
-        config=config_snapshot(cfg),
+        config=config_snapshot(cfg) if snapshot is None else snapshot,
         csv_file=str(callbacks.csv_logger.filename) if callbacks.csv_logger.enabled else None,
         tensorboard=bool(callbacks.tensorboard.enabled),
     )

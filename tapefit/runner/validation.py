@@ -12,7 +12,14 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from tapefit.callbacks.configured import ACTING, MONITORING, SUPPLIED, WRITERS, callback_arguments
+from tapefit.callbacks.configured import (
+    ACTING,
+    MONITORING,
+    SUPPLIED,
+    WRITERS,
+    CallbackSettings,
+    callback_arguments,
+)
 from tapefit.config.schemas import DebugConfig, TrainerConfig
 from tapefit.config.target_spec import TargetSpec
 from tapefit.config.targets import checked_target, has_target
@@ -136,7 +143,7 @@ def tf_config_tasks() -> list[str]:
 
 
 def expected_logs(
-    settings: Any,
+    settings: CallbackSettings,
     trainer: TrainerConfig,
     model: Any,
     data: Any,
@@ -146,7 +153,7 @@ def expected_logs(
     """Every key the epoch logs of this run will hold, known once the model is built and
     compiled with `metrics`: what its step logs (with `val_` when `data` has a validation
     split), what its own callbacks (`own`, its `training_callbacks`) add, the learning rate
-    and skipped steps when they are logged (`settings`: the `callbacks` node)."""
+    and skipped steps when they are logged (`settings`: the configured callbacks)."""
     names = set(logged_metrics(model, metrics))
     if OnNonFinite(trainer.on_nonfinite) == OnNonFinite.skip:
         names.add("skipped_steps")
@@ -155,7 +162,7 @@ def expected_logs(
         logged |= {f"val_{name}" for name in names if name != "skipped_steps"}
     for callback in own:
         logged |= set(getattr(callback, "logged_names", []))
-    if settings.reduce_lr_on_plateau.enabled:
+    if settings.enabled("reduce_lr_on_plateau") is not None:
         logged.add("learning_rate")
     return logged
 
@@ -257,7 +264,7 @@ def check_config(cfg: Any) -> None:
 
 
 def check_logged_names(
-    settings: Any,
+    settings: CallbackSettings,
     trainer: TrainerConfig,
     model: Any,
     data: Any,
@@ -265,13 +272,14 @@ def check_logged_names(
     metrics: list[Any],
     own: list[Any],
 ) -> None:
-    """Callback monitors (`settings`: the `callbacks` node) and the run's `objective` must be
-    names the run logs: checked once the model is built and compiled with `metrics`, still
+    """Callback monitors (`settings`: the configured callbacks) and the run's `objective` must
+    be names the run logs: checked once the model is built and compiled with `metrics`, still
     before training."""
     logged = expected_logs(settings, trainer, model, data, metrics, own)
     for option in MONITORING:
-        monitor = settings[option].monitor
-        if settings[option].enabled and monitor not in logged:
+        callback = settings.enabled(option)
+        monitor = None if callback is None else callback.arguments.get("monitor")
+        if callback is not None and monitor not in logged:
             raise TapefitError(
                 f"callbacks.{option}.monitor={monitor} is not a logged metric: choose one of "
                 f"{', '.join(sorted(logged))}"

@@ -25,6 +25,7 @@ from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
 from tapefit.files import write_json, write_png
 from tapefit.runner.preparation import build_data, build_model, prepare
+from tapefit.runner.spec import RunSpec
 
 log = logging.getLogger("tapefit")
 
@@ -158,7 +159,7 @@ def find(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     strategy = prepare(test_cfg.seed, typed(TrainerConfig, test_cfg.trainer))
     data = build_data(test_cfg)
-    model = build_model(test_cfg, data, strategy)
+    model = build_model(RunSpec.of(test_cfg), data, strategy)
     test = RangeTest(
         settings.min_lr,
         settings.max_lr,
