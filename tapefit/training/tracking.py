@@ -23,6 +23,7 @@ from typing import Any
 
 import keras
 
+from tapefit.callbacks.tracker_metrics import EpochMetrics
 from tapefit.files import write_json
 
 log = logging.getLogger("tapefit")
@@ -291,29 +292,6 @@ class MLflowLogger:
         else:
             upload = lambda: self.client.log_artifact(self.run_id, str(path), folder)  # noqa: E731
         self._safely(f"upload {name}", upload)
-
-
-class EpochMetrics(keras.callbacks.Callback):
-    """Sends each epoch's logs to MLflow with `step=epoch` (epochs counted from 0, as `History`,
-    `history.csv` and TensorBoard count them); with `log_every_n_steps`, also the batch logs."""
-
-    def __init__(self, logger: MLflowLogger) -> None:
-        super().__init__()
-        self.logger = logger
-
-    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        if epoch in self.logger.logged_steps:
-            return  # a resumed run already logged this epoch before its stop
-        self.logger.log_metrics(dict(logs or {}), epoch)
-        self.logger.logged_steps.add(epoch)
-
-    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        every = self.logger.log_every_n_steps
-        if not every or not logs:
-            return
-        step = int(self.model.optimizer.iterations.numpy())
-        if step % every == 0:
-            self.logger.log_metrics({f"step/{k}": v for k, v in logs.items()}, step)
 
 
 def _read_run_id(run_dir: Path) -> str | None:
