@@ -278,20 +278,20 @@ def hits_project(tmp_path_factory):
 # Modules that train in fresh processes, over the CLI, or for several runs each: `make test`
 # runs them, `make test-fast` (`-m "not slow"`) leaves them out.
 SLOW_MODULES = {
-    "test_cli",
     "test_builtin_subclass",
+    "test_cli",
     "test_experiments",
     "test_export",
     "test_keras_files_load",
-    "test_monitoring",
     "test_optuna_search",
-    "test_pretrained_project",
     "test_pair_stream",
+    "test_pretrained_project",
     "test_processes",
     "test_readme",
     "test_resume",
     "test_resume_matrix",
     "test_scale_out",
+    "test_search_sessions",
     "test_telemetry",
     "test_tuning",
     "test_user_project",

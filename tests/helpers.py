@@ -341,3 +341,16 @@ def pair_file_overrides(folder) -> list[str]:
         "data.text2_column=right",
         "data.label_column=score",
     ]
+
+
+def pair_lines(count: int, start: int = 0, label: Callable[[int], object] = lambda i: i % 6) -> str:
+    """Rows `start` to `count` of a headerless comma-separated pair file: two distinct texts
+    and a label (`label(i)`, graded 0-5 by default)."""
+    return "".join(f"alpha {i} beta,gamma {i} delta,{label(i)}\n" for i in range(start, count))
+
+
+def unit(values):
+    """`values` scaled to unit L2 norm along the last axis (embeddings, as the models give)."""
+    import numpy as np
+
+    return values / np.linalg.norm(values, axis=-1, keepdims=True)

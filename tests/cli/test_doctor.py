@@ -6,7 +6,6 @@ import json
 import re
 import shlex
 
-from tests.cli.test_user_project import project  # noqa: F401 (the tutorial's project)
 from tests.helpers import REPO, run_cli_batch
 
 PAGE = (REPO / "docs" / "how-to" / "gpu-readiness.md").read_text()
@@ -17,7 +16,7 @@ SHOWN = re.findall(
 SIAMESE = ["experiment=siamese", "data.train_size=256", "data.val_size=64", "data.test_size=64"]
 
 
-def test_the_doctor_reports_from_a_users_project(project, tmp_path):  # noqa: F811
+def test_the_doctor_reports_from_a_users_project(project, tmp_path):
     assert len(SHOWN) == 2  # the page's two commands, each with its output
     before = sorted(p.name for p in project.iterdir())
     report = tmp_path / "report.json"

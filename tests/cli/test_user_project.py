@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 from pathlib import Path
 
@@ -16,57 +15,16 @@ import keras
 import numpy as np
 import pytest
 
+from tests.cli.tutorial_project import COMMANDS, FILES
 from tests.helpers import (
     FORKED_LAUNCH,
-    REPO,
     built_once_per_session,
     run_cli_batch,
     run_in,
     scalar_tags,
 )
 
-SECTION = (REPO / "docs" / "tutorials" / "your-own-model.md").read_text()
-HEADER = re.compile(r"(?:# @package \S+\n)?# (\S+?\.(?:py|yaml))\b")  # @package first, for Hydra
-FILES = {
-    HEADER.match(block).group(1): block
-    for block in re.findall(r"```(?:py|yaml)\n(.*?)```", SECTION, flags=re.S)
-    if HEADER.match(block)
-}
-COMMANDS = [
-    line.split("  #")[0].strip()
-    for block in re.findall(r"```bash\n(.*?)```", SECTION, flags=re.S)
-    for line in block.splitlines()
-    if line.strip()
-]
 QUICK = ["trainer.verbose=0", "trainer.deterministic=true", "trainer.epochs=3"]
-
-KILL = '''
-import os
-import signal
-
-import keras
-
-
-class KillAtEpoch(keras.callbacks.Callback):
-    """SIGKILL this process at the end of epoch $KILL_AT_EPOCH (a crash, for the resume test)."""
-
-    def on_epoch_end(self, epoch, logs=None):
-        if os.environ.get("KILL_AT_EPOCH") == str(epoch + 1):
-            os.kill(os.getpid(), signal.SIGKILL)
-'''
-
-
-@pytest.fixture(scope="session")
-@built_once_per_session
-def project(tmp_path_factory):
-    """The tutorial's project files in a folder outside tapefit, plus a copy of the WGAN-GP."""
-    root = tmp_path_factory.mktemp("user_project")
-    for name, text in FILES.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)  # as the page shows it, the comments included
-    shutil.copy(REPO / "experiments" / "wgan_gp.py", root / "wgan_gp.py")
-    (root / "my_project" / "kill.py").write_text(KILL)
-    return root
 
 
 def add_module(project: Path, name: str, text: str) -> None:

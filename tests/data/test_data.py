@@ -7,21 +7,7 @@ import tapefit
 from tapefit import TapefitError
 from tapefit.data.images import load_digits_splits, load_mnist_splits
 from tapefit.data.loaders import mnist as load_mnist
-
-
-def write_mnist(path, n_train=60, n_test=20, **drop):
-    """A small file in the exact layout of keras' mnist.npz (uint8 images, uint8 labels)."""
-    rng = np.random.default_rng(0)
-    arrays = {
-        "x_train": rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
-        "y_train": np.arange(n_train, dtype=np.uint8) % 10,
-        "x_test": rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
-        "y_test": np.arange(n_test, dtype=np.uint8) % 10,
-    }
-    for key in drop:
-        arrays.pop(key)
-    np.savez_compressed(path, **arrays)
-    return arrays
+from tests.data.files import write_mnist
 
 
 def test_digits_split_is_stratified_scaled_and_complete():

@@ -13,22 +13,9 @@ from tapefit import TapefitError
 from tapefit.data.loaders import image_folder
 from tapefit.runner.model_from_config import build_model_from_config
 from tapefit.runner.train import build_data, run
+from tests.data.files import SIZE, draw
 
 CLASSES = ("circle", "square", "stripes")
-SIZE = (12, 16)
-
-
-def draw(kind, rng, channels=3):
-    """A 12x16 image of a class: a bright disc, square or stripes on noise."""
-    image = rng.integers(0, 60, (*SIZE, channels)).astype("uint8")
-    yy, xx = np.mgrid[: SIZE[0], : SIZE[1]]
-    mask = {
-        "circle": (yy - 6) ** 2 + (xx - 8) ** 2 < 16,
-        "square": (abs(yy - 6) < 3) & (abs(xx - 8) < 3),
-        "stripes": xx % 4 == 0,
-    }[kind]
-    image[mask] = 230
-    return image
 
 
 def write_folder(root, per_class, seed=0, channels=3):

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from tapefit import TapefitError
 from tapefit.data.image_tables import image_table
-from tests.data.test_image_folders import draw
+from tests.data.files import draw
 from tests.helpers import run_cli_batch
 
 datasets = pytest.importorskip("datasets")

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from tapefit import TapefitError
 from tapefit.runner.train import build_data, run
-from tests.checkpointing.test_resume import drive, weights
+from tests.checkpointing.driver import drive, weights
 from tests.helpers import SMALL_SIAMESE
 
 HEADER = "text1\ttext2\tlabel\n"

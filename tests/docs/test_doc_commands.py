@@ -50,7 +50,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.test_doc_examples import parse
+from tests.docs.pages import parse
 from tests.helpers import REPO, run_cli_batch, shared_once
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.data.test_data import write_mnist
-from tests.helpers import REPO, run_cli_batch
+from tests.data.files import write_mnist
+from tests.helpers import REPO, pair_lines, run_cli_batch
 
 PAGE = REPO / "docs" / "reference" / "errors.md"
 ROW = re.compile(r'^\| <a id="(?P<id>[a-z-]+)"></a>', re.M)
@@ -66,10 +66,6 @@ class Case:
 
 def write(name: str, text: str, encoding: str = "utf-8") -> Callable[[Path], None]:
     return lambda folder: (folder / name).write_bytes(text.encode(encoding))
-
-
-def pair_lines(count: int, start: int = 0, label=lambda i: i % 6) -> str:
-    return "".join(f"alpha {i} beta,gamma {i} delta,{label(i)}\n" for i in range(start, count))
 
 
 def mnist(change: Callable[[dict], None] | None = None, raw: bytes | None = None, cut=False):

@@ -11,11 +11,7 @@ import tapefit
 from tapefit import TapefitError
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.evaluation.mining import MiningOptions, mine
-from tests.helpers import SMALL_SIAMESE
-
-
-def unit(values):
-    return values / np.linalg.norm(values, axis=-1, keepdims=True)
+from tests.helpers import SMALL_SIAMESE, unit
 
 
 def reference(anchors, corpus, positive_index, excluded, options):

@@ -11,8 +11,7 @@ pytest.importorskip("safetensors")
 
 from tapefit import SiameseModel
 from tapefit.errors import TapefitError
-from tests.step.test_tape_model import traced_steps
-from tests.text.pretrained_checkpoints import write_hf_folder
+from tests.step.tracing import traced_steps
 
 TEXTS_A = ["the cat sat on the mat", "a dog runs", "birds flew over the park", "a man eats food"]
 TEXTS_B = ["a cat sits on a mat", "the dog ran", "a big bird", "the woman plays guitar"]
@@ -20,10 +19,9 @@ LABELS = np.array([4.5, 3.5, 1.0, 0.5], dtype="float32")
 
 
 @pytest.fixture(scope="module")
-def preset(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("fine_tuning") / "st"
-    write_hf_folder(folder, num_layers=1)  # the subject is the schedule, not the layers
-    return str(folder)
+def preset(one_layer_bert):
+    """The session's one-layer BERT folder (tests/models/conftest.py)."""
+    return str(one_layer_bert)
 
 
 def pairs():

@@ -16,11 +16,7 @@ from tapefit.evaluation.matryoshka import leading_components
 from tapefit.models.losses import CosineMSELoss, InBatchNegativesLoss
 from tapefit.models.losses.matryoshka import MatryoshkaLoss
 from tapefit.models.siamese_options import configured_pair_loss
-from tests.helpers import SMALL_SIAMESE
-
-
-def unit(values):
-    return values / np.linalg.norm(values, axis=-1, keepdims=True)
+from tests.helpers import SMALL_SIAMESE, unit
 
 
 def test_the_loss_is_the_weighted_sum_over_leading_dimensions_of_a_numpy_reference():

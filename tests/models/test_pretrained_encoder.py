@@ -19,7 +19,6 @@ from tapefit.text.pretrained import load_pretrained
 from tests.helpers import run_in
 from tests.text.pretrained_checkpoints import (
     tiny_backbone,
-    write_hf_folder,
     write_keras_hub_preset,
 )
 
@@ -29,13 +28,9 @@ LABELS = np.array([4.5, 3.5, 1.0, 0.5], dtype="float32")
 
 
 @pytest.fixture(scope="module")
-def preset(tmp_path_factory):
-    """A one-layer BERT checkpoint: these tests' subjects are the packing, pooling, tape step
-    and reload of a pretrained backbone, not the conversion of each layer (whose tracing the
-    trained tests would pay twice over with the default two)."""
-    folder = tmp_path_factory.mktemp("pretrained") / "st"
-    write_hf_folder(folder, pooling="mean", num_layers=1)
-    return folder
+def preset(one_layer_bert):
+    """The session's one-layer BERT folder (tests/models/conftest.py)."""
+    return one_layer_bert
 
 
 def test_texts_are_packed_and_padded_to_the_longest_text_of_the_batch(preset):

@@ -8,8 +8,8 @@ import pytest
 
 from tapefit import TapefitError
 from tapefit.runner.train import run
-from tests.data.test_data import write_mnist
-from tests.helpers import run_cli
+from tests.data.files import write_mnist
+from tests.helpers import pair_lines, run_cli
 
 QUICK = ["trainer.epochs=1", "trainer.verbose=0", "model.architecture=mlp"]
 SIAMESE = [
@@ -176,10 +176,6 @@ def pairs_file(tmp_path, text, name="pairs.csv", encoding="utf-8"):
     path = tmp_path / name
     path.write_bytes(text.encode(encoding))
     return path
-
-
-def pair_lines(count, start=0, label=lambda i: i % 6):
-    return "".join(f"alpha {i} beta,gamma {i} delta,{label(i)}\n" for i in range(start, count))
 
 
 # The reader is what these runs test: a bag-of-embeddings encoder (no recurrent graph to build)

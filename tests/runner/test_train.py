@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tapefit.runner.train import run
-from tests.data.test_data import write_mnist
+from tests.data.files import write_mnist
 from tests.helpers import SMALL_CNN, built_once_per_session
 
 

@@ -7,6 +7,7 @@ import tensorflow as tf
 from keras import layers
 
 from tapefit import StepOutput, TapeModel
+from tests.step.tracing import traced_steps
 
 
 def cnn_network(seed: int, regulariser: bool = False):
@@ -204,18 +205,6 @@ def test_creating_a_functional_tape_model_leaves_the_class_hierarchy_alone():
     assert TapeModel.__bases__ == bases and not issubclass(TapeModel, Functional)
     model = ScaledTarget()  # subclassed models still work afterwards
     assert model(np.zeros((2, 1), "float32")).shape == (2, 1)
-
-
-def traced_steps(model):
-    """One entry for every time `fit` traces `model.train_step`."""
-    traces, step = [], model.train_step
-
-    def counted(data):
-        traces.append(data)
-        return step(data)
-
-    model.train_step = counted
-    return traces
 
 
 class TwoParts(TapeModel):

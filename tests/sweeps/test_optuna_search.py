@@ -20,7 +20,7 @@ from tapefit.runner.train import run
 from tapefit.sweeps.optuna_search import NEEDS_OPTUNA, search, suggest
 from tests import processes
 from tests.helpers import REPO, run_cli
-from tests.sweeps.test_tuning import FAST, hparams_sessions, rows
+from tests.sweeps.searches import FAST, hparams_sessions, rows
 
 optuna = pytest.importorskip("optuna", reason="tune=optuna needs the sweep extra (Optuna >= 4)")
 

@@ -4,7 +4,6 @@ search continues without repeating finished trials, memory stays flat, a chief a
 processes share one search; Hydra multirun jobs report failure as the worst value and the sweep
 gets a trials.csv."""
 
-import csv
 import json
 import os
 import signal
@@ -14,9 +13,8 @@ import time
 
 import keras_tuner as kt
 import pytest
-import tensorflow as tf
 import yaml
-from tensorboard.plugins.hparams import api_pb2, plugin_data_pb2
+from tensorboard.plugins.hparams import api_pb2
 
 from tapefit import TapefitError
 from tapefit.config.schemas import SpaceEntry
@@ -24,51 +22,13 @@ from tapefit.runner.train import run
 from tapefit.sweeps.tuning import search
 from tests import processes
 from tests.helpers import REPO, run_cli
-
-FAST = [
-    "model.architecture=mlp",
-    "trainer.epochs=1",
-    "trainer.verbose=0",
-    "trainer.deterministic=true",
-    "data.train_limit=400",
-    "callbacks.tensorboard.enabled=false",
-]
+from tests.sweeps.searches import FAST, hparams_data, hparams_sessions, rows
 
 
 def mlp_space(cfg, **entries):
     """Replace the classifier's search space with `entries` (dotted key -> entry)."""
     cfg.tune.space = {key: SpaceEntry(**entry) for key, entry in entries.items()}
     return cfg
-
-
-def rows(path):
-    with path.open() as file:
-        return list(csv.DictReader(file))
-
-
-def hparams_data(session_dir):
-    """Every HParams plugin record (session start, end, experiment) in `session_dir`'s own
-    event files."""
-    for event_file in session_dir.glob("events.out.tfevents.*"):
-        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
-            for value in event.summary.value:
-                if value.metadata.plugin_data.plugin_name == "hparams":
-                    yield plugin_data_pb2.HParamsPluginData.FromString(
-                        value.metadata.plugin_data.content
-                    )
-
-
-def hparams_sessions(log_dir):
-    """subfolder name -> the hyperparameter values its HParams session recorded."""
-    sessions = {}
-    for session_dir in (d for d in log_dir.iterdir() if d.is_dir()):
-        for data in hparams_data(session_dir):
-            if data.HasField("session_start_info"):
-                sessions[session_dir.name] = {
-                    k: v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind"))
-                    for k, v in data.session_start_info.hparams.items()
-                }
-    return sessions
 
 
 def session_end_status(session_dir):

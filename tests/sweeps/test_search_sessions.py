@@ -1,11 +1,6 @@
 """What a person reads of a search: every trial an HParams session read back from TensorBoard,
-a failed trial's error, typed HParams domains, and shipped search entries that change the model.
-
-These test `tapefit.sweeps` (search_space, records, tuning) and belong in `tests/sweeps/`; they
-stay here, the rest of this module split by concern (tests/callbacks/test_progress.py,
-tests/callbacks/test_tensorboard.py, tests/training/test_selection.py,
-tests/training/test_outputs.py, tests/training/test_hparams.py, tests/test_objective.py), until
-the owner of `tests/sweeps/` takes them."""
+a failed trial's error, typed HParams domains, and shipped search entries that change the model
+(`tapefit.sweeps`: search_space, records, tuning)."""
 
 import json
 
