@@ -509,3 +509,19 @@ def test_no_family_wording_is_left():
     files += [p for r in roots for p in r.rglob("*") if p.suffix in (".py", ".md", ".yaml")]
     stale = [str(p.relative_to(PACKAGE.parent)) for p in files if "famil" in p.read_text().lower()]
     assert stale == []
+
+
+def test_no_test_module_imports_another():
+    """Tests share helpers through helper modules and conftest.py fixtures, never by importing
+    another test module (which runs its collection-time code and couples the two)."""
+    tests = PACKAGE.parent / "tests"
+    importing = [
+        f"{path.relative_to(tests)}: {node.module}"
+        for path in tests.rglob("test_*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and node.module.startswith("tests.")
+        and node.module.rsplit(".", 1)[-1].startswith("test_")
+    ]
+    assert importing == []
