@@ -1,5 +1,19 @@
 """Checkpoints and resume (Lightning's checkpoint connector): what a run restores from its
-run directory's last checkpoint (or a warm start), and the checkpointer that writes new ones."""
+run directory's last checkpoint (or a warm start), and the checkpointer that writes new ones.
+
+Each part of a run's state, its save beside its restore:
+
+- weights and optimizer: saved by `EpochCheckpoint` (`checkpoints.py`), restored by
+  `restore_latest`;
+- the History so far (and the CSV and TensorBoard logs): the checkpoint's marker, restored as
+  `Resumption.epochs`, with `rewrite_csv` and `fill_tensorboard`;
+- the metric sums of an interrupted epoch: the marker's `metric_states`, `RestoreMetrics`;
+- the callbacks' states: `collect` (`callback_state.py`), `CarryCallbackStates` (`apply`);
+- the config it ran with: `CheckpointPolicy.config`, compared by `check_same_config`;
+- the best epochs' models: `kept_models` (`top_k.py`), read by `tapefit.evaluate ckpt=`;
+- another run's weights: that run's `model.keras`, loaded by `init_from` or, in Hyperband's
+  next round, a `WarmStart` (`warm_start.py`).
+"""
 
 from __future__ import annotations
 
