@@ -91,8 +91,8 @@ class Run:
 
     def _recorded(self) -> dict[str, Any]:
         with RunRecord(self.cfg, self.run_dir, self.hparams_session) as record:
-            check_config(self.cfg)
-            self.spec = RunSpec.of(self.cfg, record.snapshot)  # the objective, the model, ...: once
+            located = check_config(self.cfg)  # the model's class, located by the check
+            self.spec = RunSpec.of(self.cfg, record.snapshot, located)  # everything else: once
             with (
                 interruptible(self.stopper),
                 released_custom_gradients(),

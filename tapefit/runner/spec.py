@@ -80,11 +80,14 @@ class RunSpec:
         return self.resolved_objective
 
     @classmethod
-    def of(cls, cfg: DictConfig, snapshot: dict[str, Any] | None = None) -> RunSpec:
+    def of(
+        cls, cfg: DictConfig, snapshot: dict[str, Any] | None = None, located: Any = None
+    ) -> RunSpec:
         """The specification of the composed `cfg` (checked before: `check_config`);
-        `snapshot`: its `config_snapshot`, when the caller has made it already."""
+        `snapshot`: its `config_snapshot` and `located`: the model's class, when the caller
+        has them already (`check_config` returns the class)."""
         trainer = typed(TrainerConfig, cfg.trainer)
-        target = model_class(cfg.model)
+        target = located or model_class(cfg.model)
         name = cfg.objective or default_objective(cfg.data, target)
         try:
             objective, refusal = objective_of(cfg, target, name), ""

@@ -213,8 +213,13 @@ def check_profile_batch(value: Any) -> None:
         raise TapefitError(f"{key}={value}: the start batch comes after the stop batch")
 
 
-def check_config(cfg: Any) -> None:
-    """Every check a composed config must pass before a run starts."""
+def check_config(cfg: Any) -> Any:
+    """Every check a composed config must pass before a run starts.
+
+    Returns:
+        The class (or function) `model._target_` names, located by the check: the run takes
+        it from here (`RunSpec.of`) rather than locating it again.
+    """
     _unknown_keys(cfg, "")
     trainer = cfg.trainer
     at_least(cfg.seed, 0, "seed")
@@ -259,8 +264,9 @@ def check_config(cfg: Any) -> None:
             )
         checked_target(node, f"callbacks.extra.{name}")
     check_distribution(trainer, streamed=bool(cfg.data.get("stream", False)))
-    check_model(cfg.model, cfg.data)
+    located = check_model(cfg.model, cfg.data)
     check_data(cfg.data)
+    return located
 
 
 def check_logged_names(
