@@ -173,8 +173,8 @@ def mirrored_strategy():
 def classifier_run(tmp_path_factory):
     """The digits classifier trained two epochs through `python -m tapefit` (the CNN, every
     default), once a session: (run directory, the finished process). tests/cli/test_cli.py reads
-    its files, tests/runner/test_reuse.py evaluates it and predicts with it (into `eval/` and
-    its own folders: nothing the other tests read)."""
+    its files, tests/runner/test_finished_runs.py evaluates it and predicts with it (into
+    `eval/` and its own folders: nothing the other tests read)."""
     from tests.helpers import run_cli
 
     run_dir = tmp_path_factory.mktemp("classifier_run")

@@ -10,7 +10,7 @@ from tests.helpers import SMALL_SIAMESE, built_once_per_session, run_cli
 def build_siamese_run(tmp_path_factory):
     """`experiment=siamese` (the LSTM) through the CLI: its run directory.
     tests/models/test_siamese.py reads its files, curves and TensorBoard logs;
-    tests/runner/test_reuse.py evaluates it and predicts with it (into `eval/` and their own
+    tests/runner/test_finished_runs.py evaluates it and predicts with it (into `eval/` and their own
     folders)."""
     run_dir = tmp_path_factory.mktemp("reuse") / "siamese"
     done = run_cli(

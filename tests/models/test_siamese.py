@@ -234,7 +234,8 @@ def test_the_sts_preset_trains_from_the_cli_given_only_files_and_columns(tmp_pat
 @pytest.mark.slow  # end to end: make test-fast leaves it out
 def test_siamese_experiment_end_to_end(tmp_path_factory):
     # the run's files, curves and TensorBoard, read from the CLI run of experiment=siamese that
-    # tests/runner/test_reuse.py evaluates and predicts with (the LSTM, 2 epochs of 600 pairs):
+    # tests/runner/test_finished_runs.py evaluates and predicts with (the LSTM, 2 epochs of 600
+    # pairs):
     # one run for both; test Spearman 0.49, measured
     run_dir = build_siamese_run(tmp_path_factory=tmp_path_factory)
     metrics = json.loads((run_dir / "metrics.json").read_text())
