@@ -49,8 +49,9 @@ class InertRule:
     needs: Callable[[str, Any], str]
 
 
-def _algorithm(cfg: Any) -> str:
-    value = cfg.tune.algorithm
+def _algorithm(tune: Any) -> str:
+    """The `tune` node's algorithm, as its name."""
+    value = tune.algorithm
     return str(getattr(value, "value", value))
 
 
@@ -59,9 +60,8 @@ CNN_ONLY = ("conv_blocks", "dense_units", "dropout", "bn_momentum")
 MLP_ONLY = ("hidden_units",)
 
 
-def _classifier_architecture(cfg: Any) -> str | None:
+def _classifier_architecture(model: Any) -> str | None:
     """The Classifier's `architecture` (cnn, mlp), or None for a model of another shape."""
-    model = cfg.get("model")
     if model is None or not all(key in model for key in ("architecture", *CNN_ONLY, *MLP_ONLY)):
         return None
     return str(getattr(model.architecture, "value", model.architecture))
@@ -85,19 +85,19 @@ RULES: tuple[InertRule, ...] = (
     *(_callback_rule(name) for name in CALLBACKS),
     InertRule(
         matches=lambda key: key.startswith("tune.") and key != "tune.algorithm",
-        inert=lambda cfg: _algorithm(cfg) == "none",
+        inert=lambda cfg: _algorithm(cfg.tune) == "none",
         needs=lambda key, cfg: (
             "a search: tune=random (or bayesian, hyperband, grid, optuna, lr_find)"
         ),
     ),
     InertRule(
         matches=lambda key: key.startswith("tune.lr_find."),
-        inert=lambda cfg: _algorithm(cfg) not in ("none", "lr_find"),
+        inert=lambda cfg: _algorithm(cfg.tune) not in ("none", "lr_find"),
         needs=lambda key, cfg: "tune=lr_find",
     ),
     InertRule(
         matches=lambda key: key.startswith("tune.") and key.split(".")[1] in OPTUNA_ONLY,
-        inert=lambda cfg: _algorithm(cfg) not in ("none", "optuna"),
+        inert=lambda cfg: _algorithm(cfg.tune) not in ("none", "optuna"),
         needs=lambda key, cfg: "tune=optuna (the key is Optuna's)",
     ),
     InertRule(
@@ -107,12 +107,12 @@ RULES: tuple[InertRule, ...] = (
     ),
     InertRule(
         matches=lambda key: key.startswith("model.") and key.split(".")[1] in CNN_ONLY,
-        inert=lambda cfg: _classifier_architecture(cfg) == "mlp",
+        inert=lambda cfg: _classifier_architecture(cfg.get("model")) == "mlp",
         needs=lambda key, cfg: "model.architecture=cnn (the key is the CNN's)",
     ),
     InertRule(
         matches=lambda key: key.startswith("model.") and key.split(".")[1] in MLP_ONLY,
-        inert=lambda cfg: _classifier_architecture(cfg) == "cnn",
+        inert=lambda cfg: _classifier_architecture(cfg.get("model")) == "cnn",
         needs=lambda key, cfg: "model.architecture=mlp (the key is the MLP's)",
     ),
     InertRule(

@@ -88,16 +88,17 @@ def data_options(data: Any, owned: tuple[str, ...] = OWNED_DATA_KEYS) -> Pipelin
     return options
 
 
-def load_data(node: Any, seed: int) -> Any:
-    """Call the loader the `data` node names and return the run's data object. The node was
-    checked with the config (`check_data`); `instantiate` checks it against the loader's
-    signature as it calls it.
+def load_data(node: Any, seed: int, *, checked: bool = False) -> Any:
+    """Call the loader the `data` node names and return the run's data object, checking the
+    node against the loader's signature first (`check_data`'s checks) unless `checked`.
 
     Args:
         node: The `data` node.
         seed: The run's seed, given to a loader that takes `seed`.
+        checked: The node passed `check_data` already, with the run's config: it is not
+            checked again.
     """
-    if not has_target(node):
+    if not checked and not has_target(node):
         check_data(node)  # its one-line refusal
     loader = locate(node["_target_"], "data._target_")
     owned = owned_keys(loader)
@@ -109,13 +110,28 @@ def load_data(node: Any, seed: int) -> Any:
         for key, value in supplied.items()
         if (takes_any or key in accepted) and key not in node
     }
-    returned = instantiate(node, "data", owned, **extra)
+    returned = instantiate(node, "data", owned, check=not checked, **extra)
     if not isinstance(returned, Mapping) and hasattr(returned, "train"):
         return returned  # a data object, as tapefit's own loaders return
     gets_batch_size = "batch_size" in extra or "batch_size" in accepted
     for key, why in ignored_data_keys(node, returned, gets_batch_size, owned).items():
         log.warning("data.%s=%s is ignored: %s", key, node[key], why)
     return splits_from_loader(returned, f"data._target_={node._target_}", options, seed)
+
+
+def load_checked_data(node: Any, seed: int) -> Any:
+    """`load_data` of a node `check_config` has checked: a run's default data hook (`Run`'s
+    `load_data`), which takes the run's `data` node and seed.
+
+    Example:
+        >>> import tapefit
+        >>> cfg = tapefit.compose(["data.train_limit=64"])
+        >>> from tapefit.runner.validation import check_config
+        >>> _ = check_config(cfg)
+        >>> load_checked_data(cfg.data, cfg.seed).sizes["train"]
+        64
+    """
+    return load_data(node, seed, checked=True)
 
 
 def ignored_data_keys(

@@ -20,7 +20,7 @@ from tapefit.runner.spec import RunSpec
 from tapefit.runner.validation import check_logged_names
 from tapefit.training.build_from_data import build_before_training, build_step_variables
 from tapefit.training.compiling import CompileSettings, compile_model
-from tapefit.training.export import check_exportable
+from tapefit.training.export import ExportEndpoint, check_exportable
 from tapefit.training.fitting import steps_of
 from tapefit.training.run_files import check_saveable
 from tapefit.training.runtime import (
@@ -80,10 +80,13 @@ class BuiltModel:
         model: The compiled TapeModel.
         own_callbacks: Its `training_callbacks(data)`, asked once: the checks used them, the
             callback order places them.
+        endpoints: What the export serves (`check_exportable`, which checked them against
+            `trainer.export_formats` before training); None when the run exports nothing.
     """
 
     model: keras.Model
     own_callbacks: list[keras.callbacks.Callback]
+    endpoints: list[ExportEndpoint] | None = None
 
 
 def build_model(spec: RunSpec, data: Any, strategy: tf.distribute.Strategy) -> keras.Model:
@@ -106,12 +109,13 @@ def build_checked_model(spec: RunSpec, data: Any, strategy: tf.distribute.Strate
         build_step_variables(model, data.train)
     if trainer.save_model:
         check_saveable(model)  # refused now, not after training
+    endpoints = None
     if trainer.export:  # a format the model cannot go through: refused now too
-        check_exportable(model, list(trainer.export_formats))
+        endpoints = check_exportable(model, list(trainer.export_formats))
     own = own_callbacks(model, data)
     metrics = compiled.get("metrics", [])
     check_logged_names(spec.callbacks, trainer, model, data, spec.objective_name, metrics, own)
-    return BuiltModel(model, own)
+    return BuiltModel(model, own, endpoints)
 
 
 def replica_safe(settings: CompileSettings, strategy: tf.distribute.Strategy) -> CompileSettings:

@@ -9,11 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import keras
-
 from tapefit.errors import TapefitError
 from tapefit.files import to_builtin, write_json
 from tapefit.protocols import hook
+from tapefit.runner.preparation import BuiltModel
 from tapefit.runner.spec import RunSpec
 from tapefit.training.debugging import overfit_verdict
 from tapefit.training.run_files import (
@@ -29,7 +28,7 @@ log = logging.getLogger("tapefit")
 
 def finalize(
     spec: RunSpec,
-    model: keras.Model,
+    built: BuiltModel,
     data: Any,
     history: dict[str, list[float]],
     run_dir: Path,
@@ -37,10 +36,12 @@ def finalize(
     tested: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate on the test split, write history, curves, model and metrics; return metrics.
-    `tested` says whose weights `model` holds (`use_selected_weights`; default: the last).
+    `built`: the run's model with the endpoints its export serves; `tested` says whose weights
+    the model holds (`use_selected_weights`; default: the last).
 
     `model.keras` and `metrics.json` come last: only a run that got this far has them.
     """
+    model = built.model
     write_json(run_dir / "history.json", history)
     test = {} if data.test is None else model.evaluate(data.test, verbose=0, return_dict=True)
     results = {f"test_{name}": value for name, value in test.items()}
@@ -77,7 +78,8 @@ def finalize(
         from tapefit.training.export import EXPORT_DIR, export_for_serving, first_batch
 
         formats, tolerance = trainer.export_formats, trainer.export_tolerance
-        export_for_serving(model, run_dir / EXPORT_DIR, formats, first_batch(data), tolerance)
+        batch = first_batch(data)
+        export_for_serving(model, run_dir / EXPORT_DIR, formats, batch, tolerance, built.endpoints)
         results["export"] = EXPORT_DIR
     if trainer.save_model:
         save_model(model, run_dir / "model.keras")

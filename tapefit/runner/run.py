@@ -30,6 +30,7 @@ from tapefit.errors import TapefitError
 from tapefit.readiness import log_readiness
 from tapefit.runner import preparation
 from tapefit.runner.callback_order import Connections, assemble_callbacks
+from tapefit.runner.data_from_config import load_checked_data
 from tapefit.runner.results import finalize
 from tapefit.runner.run_record import RunRecord
 from tapefit.runner.spec import RunSpec
@@ -50,7 +51,9 @@ class Run:
         cfg: The composed config (`tapefit.compose`).
         run_dir: The run directory; created, claimed and written by this run.
         callbacks: Keras callbacks added to the configured ones.
-        load_data: Replaces the `data` loader (a sweep reuses loaded data).
+        load_data: Replaces the `data` loader: called with the `data` node (checked with the
+            config) and the run's seed, it returns the data object (a sweep reuses loaded
+            data).
         warm_start: A saved model and the epochs it trained, to continue from (Hyperband).
         hparams_session: Make `tensorboard/` an HParams session of the config's values.
 
@@ -71,7 +74,7 @@ class Run:
     ) -> None:
         self.cfg, self.run_dir = cfg, Path(run_dir)
         self.callbacks = list(callbacks or [])
-        self.load_data = load_data or preparation.build_data
+        self.load_data = load_data or load_checked_data
         self.warm_start = warm_start
         self.hparams_session = hparams_session
         self.stopper = StopOnSignal()
@@ -124,7 +127,8 @@ class Run:
 
     def _data(self) -> Any:
         """The run's data, loaded (and, across workers, sharded by the run's strategy)."""
-        data = limited(self.spec.debug, self.load_data(self.cfg))  # debug: fewer batches
+        loaded = self.load_data(self.cfg.data, self.cfg.seed)
+        data = limited(self.spec.debug, loaded)  # debug: fewer batches
         require_labels(data, ("train", "val", "test"), "a run trains and tests on labelled images")
         if self.spec.trainer.strategy == "multi_worker":
             data = preparation.sharded(data, self.spec.trainer.shard_policy, self.strategy)
@@ -179,7 +183,7 @@ class Run:
             first = self.warm_start.epochs_done if self.warm_start else 0
             tested = use_selected_weights(model, chosen, first)
         history = history_lists(checkpointer.history)
-        return finalize(spec, model, data, history, self.run_dir, timings, tested)
+        return finalize(spec, built, data, history, self.run_dir, timings, tested)
 
     def _fit(self, fitting: Fitting, state: Resumption) -> None:
         """The epochs left: the rest of an interrupted epoch on its own (the same shuffle,

@@ -104,7 +104,7 @@ class RunSpec:
             model=TargetSpec.of(cfg.model, "model", checked=True),
             data_target=str(cfg.data.get("_target_", "the data")),
             compile=compile_settings(cfg, trainer),
-            callbacks=callback_settings(cfg),
+            callbacks=callback_settings(cfg.callbacks),
             checkpoint=checkpoint_policy(cfg, snapshot),
             profile_batch=cfg.callbacks.tensorboard.get("profile_batch"),
         )
@@ -152,10 +152,9 @@ def keras_name_or_spec(value: Any, key: str) -> Any:
     return TargetSpec.of(value, key) if has_target(value) else value
 
 
-def callback_settings(cfg: DictConfig) -> CallbackSettings:
-    """The `callbacks` group's enabled callbacks and `extra`, as `TargetSpec`s by role (each
+def callback_settings(node: DictConfig) -> CallbackSettings:
+    """The `callbacks` node's enabled callbacks and `extra`, as `TargetSpec`s by role (each
     checked already by `check_config`: building them checks nothing again)."""
-    node = cfg.callbacks
 
     def enabled(names: tuple[str, ...]) -> tuple[TargetSpec, ...]:
         return tuple(

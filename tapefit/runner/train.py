@@ -23,7 +23,7 @@ def run(
     run_dir: str | Path,
     callbacks: list[keras.callbacks.Callback] | None = None,
     *,
-    load_data: Callable[[Any], Any] | None = None,
+    load_data: Callable[[Any, int], Any] | None = None,
     warm_start: WarmStart | None = None,
     hparams_session: bool = True,
 ) -> dict[str, Any]:
@@ -31,7 +31,8 @@ def run(
 
     The directory's `status.json` says `running`, then `completed`, `failed` (with the error)
     or `interrupted` (SIGINT/SIGTERM, after the current step). `callbacks` are added to the
-    configured ones; `load_data(cfg)` replaces the configured loader (a sweep reuses loaded
+    configured ones; `load_data(data, seed)` replaces the configured loader: it gets the
+    `data` node (checked) and the seed, and returns the data object (a sweep reuses loaded
     data); `warm_start` is a saved model and the epochs it trained, to continue from;
     `hparams_session` makes `tensorboard/` an HParams session of the config's values (a
     search's trials are sessions of their searched values instead).
@@ -40,7 +41,7 @@ def run(
         cfg: The composed config (`tapefit.compose`).
         run_dir: The run directory.
         callbacks: Keras callbacks added to the configured ones.
-        load_data: Replaces the configured loader.
+        load_data: Replaces the configured loader (`load_data(cfg.data, cfg.seed)`).
         warm_start: A saved model and the epochs it trained, to continue from.
         hparams_session: Record the run as an HParams session.
 

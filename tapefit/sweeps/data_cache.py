@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from tapefit.runner.train import build_data
+from tapefit.runner.data_from_config import load_checked_data
 
 
 class DataCache:
@@ -29,17 +29,17 @@ class DataCache:
         self.loaded: dict[str, Any] = {}
         self.keep = keep
 
-    def __call__(self, cfg: Any) -> Any:
-        """The data of the run composed as `cfg` (the runner's `load_data(cfg)` hook): the
-        loaded arrays again, in pipelines of its batch size, when its `data` options (but the
-        batch size) and seed were loaded before."""
-        options = OmegaConf.to_container(cfg.data, resolve=True, enum_to_str=True)
+    def __call__(self, node: Any, seed: int) -> Any:
+        """The data of a trial's `data` node (checked with its config) and seed, the runner's
+        `load_data` hook: the loaded arrays again, in pipelines of its batch size, when its
+        `data` options (but the batch size) and seed were loaded before."""
+        options = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
         options.pop("batch_size", None)
-        key = json.dumps([options, cfg.seed], sort_keys=True, default=str)
+        key = json.dumps([options, seed], sort_keys=True, default=str)
         if key in self.loaded and hasattr(self.loaded[key], "rebuilt"):
             cached = self.loaded[key]  # a loader's node may leave batch_size to its default
-            return cached.rebuilt(cfg.data.get("batch_size") or cached.options.batch_size)
-        data = build_data(cfg)
+            return cached.rebuilt(node.get("batch_size") or cached.options.batch_size)
+        data = load_checked_data(node, seed)
         self.loaded[key] = data
         while len(self.loaded) > self.keep:
             self.loaded.pop(next(iter(self.loaded)))

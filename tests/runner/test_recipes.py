@@ -16,6 +16,7 @@ import pytest
 import tapefit
 from tapefit.callbacks.stop_on_signal import RunInterrupted
 from tapefit.errors import TapefitError
+from tapefit.runner.data_from_config import load_data
 from tapefit.runner.validation import check_config
 from tests.helpers import built_once_per_session, scalar_tags
 
@@ -189,8 +190,8 @@ def steps_by_tag(log_dir, tag):
 
 
 def test_validation_interval_needs_a_validation_split(tmp_path):
-    def without_validation(cfg):
-        return dataclasses.replace(tapefit.runner.train.build_data(cfg), val=None)
+    def without_validation(data, seed):
+        return dataclasses.replace(load_data(data, seed), val=None)
 
     cfg = tapefit.compose([*QUICK, "trainer.val_check_interval=5"])
     with pytest.raises(TapefitError, match="val_check_interval needs a validation split"):
@@ -419,8 +420,8 @@ def test_validation_intervals_over_a_stream_of_unknown_length(tmp_path, interval
     """The stream's length is unknown (a filter hides it): the run ends with the stream, after
     a short last interval (7, 7, 6 of 20 steps) or exactly at an interval's end (10, 10)."""
 
-    def streamed(cfg):
-        data = tapefit.runner.train.build_data(cfg)
+    def streamed(node, seed):
+        data = load_data(node, seed)
         return dataclasses.replace(data, train=data.train.filter(lambda *batch: True))
 
     cfg = tapefit.compose([*QUICK, "trainer.epochs=2", f"trainer.val_check_interval={interval}"])

@@ -16,7 +16,7 @@ import keras
 
 from tapefit.errors import TapefitError
 from tapefit.files import write_json
-from tapefit.training.export.endpoints import check_exportable
+from tapefit.training.export.endpoints import ExportEndpoint, check_exportable
 from tapefit.training.export.formats import (
     SAVED_MODEL,
     VERIFY_FILE,
@@ -39,6 +39,7 @@ def export_for_serving(
     formats: Sequence[Any] | None = None,
     batch: VerifyBatch | None = None,
     tolerance: float | None = None,
+    endpoints: Sequence[ExportEndpoint] | None = None,
 ) -> Path:
     """Write the model's exports into a temporary sibling of `path`, check them, then rename
     it onto `path`, so no half-written or unverified export is ever seen.
@@ -56,6 +57,8 @@ def export_for_serving(
             unchecked (`verify.json` says so).
         tolerance: The largest absolute difference from the model an export may show;
             `None`: 1e-4, or 1e-2 for a mixed-precision model (`resolve_tolerance`).
+        endpoints: What `check_exportable(model, formats)` returned, when the caller checked
+            the formats already (a run does, before training); `None`: checked here.
 
     Returns:
         `path`.
@@ -77,7 +80,8 @@ def export_for_serving(
         tolerance = resolve_tolerance(model, tolerance)
         stage = names[0]
         with _quiet_tensorflow(), _environment_kept():
-            endpoints = check_exportable(model, names)
+            if endpoints is None:
+                endpoints = check_exportable(model, names)
             files: dict[str, dict[str, str]] = {}
             for name in names:
                 stage = name
