@@ -1,9 +1,12 @@
-"""What the search tests share: the fastest search settings and readers of a search's files."""
+"""What the search tests share: the fastest search settings, a search space set in place, and
+readers of a search's files."""
 
 import csv
 
 import tensorflow as tf
 from tensorboard.plugins.hparams import plugin_data_pb2
+
+from tapefit.config.schemas import SpaceEntry
 
 FAST = [
     "model.architecture=mlp",
@@ -13,6 +16,12 @@ FAST = [
     "data.train_limit=400",
     "callbacks.tensorboard.enabled=false",
 ]
+
+
+def mlp_space(cfg, **entries):
+    """Replace the classifier's search space with `entries` (dotted key -> entry)."""
+    cfg.tune.space = {key: SpaceEntry(**entry) for key, entry in entries.items()}
+    return cfg
 
 
 def rows(path):

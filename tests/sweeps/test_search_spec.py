@@ -1,6 +1,6 @@
-"""The search's specification (`SearchSpec.of`): the composed config turned once, at the sweep's
-edge, into frozen typed settings; what cannot be searched is refused with the search's own
-messages."""
+"""The search's specification (`tapefit.sweeps.spec`, `SearchSpec.of`): the composed config
+turned once, at the sweep's edge, into frozen typed settings; what cannot be searched is refused
+with the search's own messages."""
 
 import dataclasses
 
@@ -9,7 +9,6 @@ import pytest
 from tapefit import TapefitError
 from tapefit.config.schemas import ParamType, Pruner, Sampler, Sampling, SpaceEntry, TuneAlgorithm
 from tapefit.objective import Objective
-from tapefit.sweeps.space_check import check_space
 from tapefit.sweeps.spec import SearchSpec
 
 
@@ -69,13 +68,3 @@ def test_an_objective_without_a_known_direction_is_refused_with_the_existing_mes
         SearchSpec.of(cfg)
     cfg.objective_direction = "max"
     assert SearchSpec.of(cfg).objective.direction == "max"
-
-
-def test_a_key_the_config_cannot_take_is_refused_once_the_space_is_checked(compose):
-    cfg = compose(["tune=random"])
-    cfg.tune.space = {"trainer.epocs": SpaceEntry(type="choice", values=[1, 2])}
-    spec = SearchSpec.of(cfg)  # the edge converts; check_space refuses, in one line
-    assert spec.configured == {"trainer.epocs": None}
-    expected = r"^tune.space.trainer.epocs: value 1 cannot run: trainer.epocs is not a config key"
-    with pytest.raises(TapefitError, match=expected):
-        check_space(spec)

@@ -17,18 +17,11 @@ import yaml
 from tensorboard.plugins.hparams import api_pb2
 
 from tapefit import TapefitError
-from tapefit.config.schemas import SpaceEntry
 from tapefit.runner.train import run
 from tapefit.sweeps.tuning import search
 from tests import processes
 from tests.helpers import REPO, run_cli
-from tests.sweeps.searches import FAST, hparams_data, hparams_sessions, rows
-
-
-def mlp_space(cfg, **entries):
-    """Replace the classifier's search space with `entries` (dotted key -> entry)."""
-    cfg.tune.space = {key: SpaceEntry(**entry) for key, entry in entries.items()}
-    return cfg
+from tests.sweeps.searches import FAST, hparams_data, hparams_sessions, mlp_space, rows
 
 
 def session_end_status(session_dir):
@@ -142,32 +135,6 @@ def test_a_search_space_no_trial_can_use_is_refused_before_any_trial(
         search(cfg, tmp_path)
     assert "\n" not in str(caught.value) and str(caught.value).startswith("tune.space.")
     assert not (tmp_path / "trials").exists()
-
-
-def test_conditional_entries_reach_only_the_trials_where_they_apply(compose):
-    """keras-tuner's conditional scope: bn_momentum is set only in trials that pick the CNN."""
-    from tapefit.sweeps.search_space import active_values, apply_values, declare
-    from tapefit.sweeps.spec import SearchSpec
-
-    cfg = mlp_space(
-        compose(["tune=grid"]),
-        **{
-            "model.architecture": {"type": "choice", "values": ["mlp", "cnn"]},
-            "model.bn_momentum": {
-                "type": "choice",
-                "values": [0.5],
-                "when": {"model.architecture": ["cnn"]},
-            },
-        },
-    )
-    space = SearchSpec.of(cfg).tune.space
-    hp = declare(space)
-    for architecture, expected in (("mlp", 0.9), ("cnn", 0.5)):
-        hp.values.update({"model.architecture": architecture, "model.bn_momentum": 0.5})
-        values = active_values(hp, space)
-        assert ("model.bn_momentum" in values) == (architecture == "cnn")
-        trial = apply_values(cfg, values)
-        assert trial.model.architecture == architecture and trial.model.bn_momentum == expected
 
 
 def test_the_oracle_seed_repeats_the_trials_even_for_seed_0(compose):
@@ -340,14 +307,3 @@ def test_a_chief_and_two_tuners_share_one_search_on_loopback(tmp_path):
     for pid in started:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-
-
-def test_a_searched_key_also_set_on_the_command_line_is_named_once_in_the_rerun_command():
-    from tapefit.sweeps.search_results import best_command
-    from tapefit.sweeps.trials import pinned
-
-    overrides = ["model.architecture=mlp", "trainer.epochs=1", "tune=random"]
-    space = {"model.architecture": None, "optimizer.learning_rate": None}
-    assert pinned(overrides, space) == ["model.architecture"]  # warned about at the start
-    command = best_command(overrides, {"model.architecture": "cnn"})
-    assert command == "python -m tapefit trainer.epochs=1 model.architecture=cnn"

@@ -1,4 +1,4 @@
-"""Image data: digits splits, the MNIST loader on a file in keras' format, clear errors."""
+"""Image data (`tapefit.data.images`): digits splits, MNIST from a keras-format file, errors."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,6 @@ import pytest
 import tapefit
 from tapefit import TapefitError
 from tapefit.data.images import load_digits_splits, load_mnist_splits
-from tapefit.data.loaders import mnist as load_mnist
 from tests.data.files import write_mnist
 
 
@@ -29,38 +28,6 @@ def test_mnist_loader_reads_a_keras_format_file(tmp_path):
     assert x_test.shape == (20, 28, 28, 1) and x_test.dtype == np.float32
     np.testing.assert_allclose(x_test[..., 0], arrays["x_test"] / 255.0, rtol=1e-6)
     np.testing.assert_array_equal(y_test, arrays["y_test"])
-
-
-def test_mnist_pipelines_batch_as_configured(tmp_path):
-    write_mnist(tmp_path / "mnist.npz")
-    options = {
-        "path": str(tmp_path / "mnist.npz"),
-        "batch_size": 16,
-        "val_fraction": 0.1,
-        "train_limit": 40,
-        "cache": True,
-    }
-    data = load_mnist(**options, seed=0)
-    assert data.image_shape == (28, 28, 1) and data.num_classes == 10
-    assert data.sizes == {"train": 40, "val": 6, "test": 20}
-    batches = [y.shape[0] for _, y in data.train]
-    assert batches == [16, 16, 8]
-
-
-def test_training_batches_are_reshuffled_each_epoch_but_reproducible(tmp_path):
-    write_mnist(tmp_path / "mnist.npz")
-    options = {
-        "path": str(tmp_path / "mnist.npz"),
-        "batch_size": 54,
-        "val_fraction": 0.1,
-        "train_limit": None,
-        "cache": True,
-    }
-    first = load_mnist(**options, seed=3).train
-    epoch_a, epoch_b = (next(iter(first))[1].numpy() for _ in range(2))
-    again = next(iter(load_mnist(**options, seed=3).train))[1].numpy()
-    assert not np.array_equal(epoch_a, epoch_b)
-    np.testing.assert_array_equal(epoch_a, again)
 
 
 def test_missing_mnist_file_says_how_to_get_it(tmp_path):
@@ -97,14 +64,3 @@ def test_fractions_outside_zero_one_are_rejected(compose, tmp_path):
         tapefit.run(cfg, tmp_path)
     with pytest.raises(TapefitError, match=r"test_fraction=0\.0 must lie strictly between"):
         load_digits_splits(0.1, 0.0, seed=0)
-
-
-def test_pipelines_run_without_the_autotuner_and_keep_every_sample():
-    # The autotuner's thread made each iterator's teardown wait seconds
-    # (docs/explanation/benchmark.md, Fast defaults).
-    from tapefit.data.pipeline import make_pipeline
-
-    arrays = (np.arange(10, dtype="float32"), np.arange(10))
-    dataset = make_pipeline(arrays, 4, shuffle=True, seed=0)
-    assert dataset.options().autotune.enabled is False
-    assert sorted(float(v) for x, _ in dataset for v in x) == list(range(10))
