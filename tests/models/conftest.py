@@ -1,5 +1,5 @@
 """Fixtures of the model tests: a one-layer BERT checkpoint in Hugging Face's folder layout,
-written once a session."""
+written once a session, and its folder as the pretrained encoder's `preset`."""
 
 import pytest
 
@@ -15,3 +15,10 @@ def one_layer_bert(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pretrained") / "st"
     write_hf_folder(folder, pooling="mean", num_layers=1)
     return folder
+
+
+@pytest.fixture(scope="module")
+def preset(one_layer_bert):
+    """The session's one-layer BERT folder, as test_pretrained_encoder.py and
+    test_siamese_pretrained.py name it."""
+    return one_layer_bert

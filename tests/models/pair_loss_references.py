@@ -1,13 +1,68 @@
-"""NumPy references of the in-batch pair losses, written one row at a time from their
-definitions, and a loss's value and gradient over two replicas: shared by
-tests/models/test_pair_losses.py (pairs: `ids` and `rows` of two texts) and
-tests/models/test_hard_negatives.py (triples: a third text, the pair's hard negative)."""
+"""The pair losses' test batches and NumPy references, written one row at a time from their
+definitions: shared by the loss tests in tests/models/losses/ and by tests/models/test_losses.py,
+test_pair_losses.py and test_hard_negatives.py (pairs: `ids` and `rows` of two texts; triples:
+a third text, the pair's hard negative)."""
 
 import numpy as np
-import pytest
-import tensorflow as tf
 
-from tapefit.models.losses import InBatchNegativesLoss, TripletLoss
+
+def unit(rows):
+    rows = np.asarray(rows, "float32")
+    return rows / np.linalg.norm(rows, axis=-1, keepdims=True)
+
+
+# Four pairs of 3-d embeddings chosen by hand: identical, orthogonal, opposite, 60 degrees.
+A = unit([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0]])
+B = unit([[1, 0, 0], [1, 0, 0], [0, 0, -1], [1, 0, 0]])
+PAIR = np.stack([A, B], axis=1)
+COS = np.sum(A * B, axis=1)  # [1, 0, -1, 0.7071]
+
+
+def batch(seed, size=12, dim=7):
+    rng = np.random.default_rng(seed)
+    embeddings = rng.normal(size=(size, 2, dim))
+    embeddings /= np.linalg.norm(embeddings, axis=-1, keepdims=True)
+    labels = rng.integers(0, 6, size).astype("float64")  # graded 0-5, with ties
+    return labels, embeddings
+
+
+def in_batch(seed, size=10, dim=6):
+    """Positive pairs whose rows 0 and 1 share an anchor text and rows 2 and 3 a positive."""
+    rng = np.random.default_rng(seed)
+    pairs = rng.normal(size=(size, 2, dim))
+    pairs /= np.linalg.norm(pairs, axis=-1, keepdims=True)
+    ids = np.arange(2 * size).reshape(size, 2)
+    ids[1, 0] = ids[0, 0]
+    ids[3, 1] = ids[2, 1]
+    return ids, pairs
+
+
+def triples(seed, size=8, dim=6):
+    """Unit rows `(anchor, positive, negative)` and their text ids, with collisions: rows 0 and
+    1 share an anchor, row 1's negative is row 0's anchor text, row 2's negative is row 3's
+    positive text."""
+    rng = np.random.default_rng(seed)
+    rows = rng.normal(size=(size, 3, dim))
+    rows /= np.linalg.norm(rows, axis=-1, keepdims=True)
+    ids = np.arange(3 * size).reshape(size, 3)
+    ids[1, 0] = ids[0, 0]
+    ids[1, 2] = ids[0, 0]
+    ids[2, 2] = ids[3, 1]
+    return ids, rows
+
+
+def reference_angle(first, second):
+    """Li and Li's angle similarity, one row at a time in complex arithmetic."""
+    out = []
+    for x, w in zip(first, second, strict=True):
+        if len(x) % 2:
+            x, w = np.append(x, 0.0), np.append(w, 0.0)
+        half = len(x) // 2
+        zx, zw = x[:half] + 1j * x[half:], w[:half] + 1j * w[half:]
+        quotient = zx / np.linalg.norm(zw) ** 2 * np.conj(zw)  # zx / zw, over the whole norm
+        quotient *= np.linalg.norm(zw) / np.linalg.norm(zx)
+        out.append(abs(np.sum(quotient.real) + np.sum(quotient.imag)))
+    return np.array(out)
 
 
 def negatives_of(ids, i):
@@ -57,39 +112,3 @@ def reference_triplet(ids, rows, margin, mining):
         active = [v for v in violations if v > 0]
         losses.append(max(violations) if mining == "hard" else sum(active) / max(len(active), 1))
     return np.mean(losses)
-
-
-def replicated_loss_and_gradient(strategy, loss, ids, pairs):
-    """The global batch split in two halves, one per replica; each replica's share of the
-    global mean loss and its gradient with respect to all pairs, summed over replicas."""
-    with strategy.scope():
-        shared = tf.Variable(pairs)
-    half = len(pairs) // 2
-
-    @tf.function
-    def step():
-        def replica_step():
-            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-            rows = tf.range(half) + half * replica
-            with tf.GradientTape() as tape:
-                per_row = loss.call(tf.gather(ids, rows), tf.gather(shared, rows))
-                value = tf.reduce_sum(per_row) / len(pairs)
-            return value, tf.convert_to_tensor(tape.gradient(value, shared))
-
-        values, gradients = strategy.run(replica_step)
-        total = strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None)
-        return total, strategy.reduce(tf.distribute.ReduceOp.SUM, gradients, axis=None)
-
-    value, gradient = step()
-    return float(value), gradient.numpy()
-
-
-# Both in-batch-negative losses, with or without gathering across replicas.
-GATHERING_LOSSES = pytest.mark.parametrize(
-    "make",
-    [
-        lambda gather: InBatchNegativesLoss(5.0, symmetric=True, across_replicas=gather),
-        lambda gather: TripletLoss(margin=1.5, mining="all", across_replicas=gather),
-    ],
-    ids=["in_batch_negatives", "triplet"],
-)

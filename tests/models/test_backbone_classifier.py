@@ -287,61 +287,6 @@ def test_a_backbone_run_takes_the_trainers_options(project, two_phase_run):
     assert (export / "saved_model" / "saved_model.pb").is_file() or any(export.rglob("*.pb"))
 
 
-def loaded_exactly(folder, source, kind: str):
-    """The folder's parts through `load_image_backbone`, checked: a backbone of `kind`
-    holding every weight of `source`, and a converter to 32 by 32 pixels."""
-    from tapefit.models.image_backbone import load_image_backbone
-
-    parts = load_image_backbone(str(folder))
-    assert type(parts.backbone).__name__ == kind
-    for got, want in zip(parts.backbone.weights, source.weights, strict=True):
-        np.testing.assert_array_equal(np.array(got), np.array(want), err_msg=want.path)
-    assert tuple(parts.converter.image_size) == (32, 32)
-    return parts
-
-
-def test_a_timm_folder_loads_with_its_weights_and_preprocessing(tmp_path):
-    pytest.importorskip("safetensors")
-    from tests.models.image_checkpoints import write_timm_resnet18
-
-    source = write_timm_resnet18(tmp_path / "timm", input_size=32)
-    parts = loaded_exactly(tmp_path / "timm", source, "ResNetBackbone")
-    np.testing.assert_allclose(parts.converter.scale, [1 / 255 / s for s in (0.229, 0.224, 0.225)])
-    model = BackboneClassifier(
-        (40, 30, 1), 4, backbone_layer=parts.backbone, converter=parts.converter
-    )
-    assert tuple(model(np.zeros((2, 40, 30, 1), "float32")).shape) == (2, 4)
-
-
-def test_a_hugging_face_vit_folder_loads_with_its_weights_and_preprocessing(tmp_path):
-    """A folder as `ViTForImageClassification.save_pretrained` writes it: every weight in
-    place, and its processor's normalisation (mean and deviation 0.5: pixels to [-1, 1]),
-    which KerasHub's ViT converter does not read, inside the model."""
-    pytest.importorskip("safetensors")
-    from tests.models.image_checkpoints import write_hf_vit
-
-    source = write_hf_vit(tmp_path / "vit", image_size=32)
-    parts = loaded_exactly(tmp_path / "vit", source, "ViTBackbone")
-    pixels = np.stack([np.zeros((32, 32, 3)), np.full((32, 32, 3), 255.0)]).astype("float32")
-    np.testing.assert_allclose(np.array(parts.converter(pixels))[:, 0, 0], [[-1] * 3, [1] * 3])
-    model = BackboneClassifier(
-        (40, 30, 1), 3, {"pooling": "cls"}, backbone_layer=parts.backbone, converter=parts.converter
-    )
-    assert tuple(model(np.zeros((2, 40, 30, 1), "float32")).shape) == (2, 3)
-
-
-def test_a_bare_vit_model_folder_is_refused_in_one_line(tmp_path):
-    """KerasHub reads ViT weights only under ViTForImageClassification's `vit.` prefix."""
-    pytest.importorskip("safetensors")
-    from tapefit.models.image_backbone import load_image_backbone
-    from tests.models.image_checkpoints import write_hf_vit
-
-    write_hf_vit(tmp_path / "bare", bare=True)
-    with pytest.raises(TapefitError, match=r"not named as KerasHub's converter reads") as error:
-        load_image_backbone(str(tmp_path / "bare"))
-    assert "\n" not in str(error.value)
-
-
 @pytest.mark.slow
 def test_a_search_the_overfit_check_and_a_vit_folder_run_through_the_cli(project, tmp_path):
     """Through the real CLI: `search_space=classifier_pretrained` searches the recipe's keys,
@@ -371,32 +316,6 @@ def test_a_search_the_overfit_check_and_a_vit_folder_run_through_the_cli(project
     assert ",completed," in trials[1]
     verdict = json.loads((tmp_path / "overfit" / "metrics.json").read_text())["overfit"]
     assert verdict["passed"] and verdict["last_loss"] < verdict["threshold"]
-
-
-def test_mixup_mixes_images_and_labels_in_the_same_proportions():
-    from tapefit.models.mixing import BatchMixing
-
-    images = np.random.default_rng(0).random((4, 6, 6, 3)).astype("float32")
-    labels = np.eye(4, dtype="float32")  # row i is class i: a label row names the rows mixed
-    mixed, soft = (np.asarray(t) for t in BatchMixing("mixup", alpha=0.4, seed=3)(images, labels))
-    np.testing.assert_allclose(soft.sum(axis=1), 1.0, rtol=1e-6)
-    assert not np.allclose(soft, labels)  # Keras 3.15's MixUp returns these unmixed
-    for row in range(4):
-        want = sum(weight * images[source] for source, weight in enumerate(soft[row]))
-        np.testing.assert_allclose(mixed[row], want, rtol=1e-5, atol=1e-6)
-
-
-def test_cutmix_pastes_a_box_and_weights_the_labels_by_its_area():
-    from tapefit.models.mixing import BatchMixing
-
-    images = np.stack([np.full((8, 8, 3), float(i), "float32") for i in range(4)])
-    mixed, soft = (
-        np.asarray(t) for t in BatchMixing("cutmix", alpha=1.0, seed=2)(images, np.eye(4))
-    )
-    assert not np.allclose(soft, np.eye(4))
-    for row in range(4):  # each pixel comes from one image: the label is its share of pixels
-        shares = [(mixed[row, ..., 0] == i).mean() for i in range(4)]
-        np.testing.assert_allclose(soft[row], shares, atol=1e-6)
 
 
 @pytest.mark.parametrize(

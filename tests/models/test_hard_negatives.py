@@ -1,7 +1,8 @@
 """Hard negatives: a third text per pair (`data.negative_column`) that `in_batch_negatives` and
-`triplet` rank below the pair's positive, beside the batch's other positives. Values against a
-NumPy reference, gradients against finite differences, gathered across replicas against one
-device, and a run from a user's folder through the CLI."""
+`triplet` rank below the pair's positive, beside the batch's other positives. Both losses'
+gradients against finite differences, the pair files that bring the negatives, and a run from a
+user's folder through the CLI; each loss's values against its NumPy reference and the negatives
+gathered across replicas: tests/models/losses/."""
 
 import json
 import re
@@ -15,59 +16,9 @@ import tapefit
 from tapefit.data.loaders import pair_files
 from tapefit.data.synthetic_pairs import PairGenerator
 from tapefit.errors import TapefitError
-from tapefit.models.losses import InBatchNegativesLoss, TripletLoss, hard_negative_candidates
+from tapefit.models.losses import InBatchNegativesLoss, TripletLoss
 from tests.helpers import SMALL_SIAMESE, run_cli
-from tests.models.pair_loss_references import (
-    GATHERING_LOSSES,
-    reference_in_batch_negatives,
-    reference_triplet,
-    replicated_loss_and_gradient,
-)
-
-
-def triples(seed, size=8, dim=6):
-    """Unit rows `(anchor, positive, negative)` and their text ids, with collisions: rows 0 and
-    1 share an anchor, row 1's negative is row 0's anchor text, row 2's negative is row 3's
-    positive text."""
-    rng = np.random.default_rng(seed)
-    rows = rng.normal(size=(size, 3, dim))
-    rows /= np.linalg.norm(rows, axis=-1, keepdims=True)
-    ids = np.arange(3 * size).reshape(size, 3)
-    ids[1, 0] = ids[0, 0]
-    ids[1, 2] = ids[0, 0]
-    ids[2, 2] = ids[3, 1]
-    return ids, rows
-
-
-def test_the_collisions_are_masked_and_nothing_else():
-    ids, rows = triples(1)
-    _, masked = hard_negative_candidates(rows, ids, across_replicas=False)
-    expected = np.zeros((8, 8), bool)
-    expected[0, 1] = expected[1, 1] = True  # row 1's negative is rows 0 and 1's anchor text
-    expected[3, 2] = True  # row 2's negative is row 3's positive text
-    np.testing.assert_array_equal(masked.numpy(), expected)
-    assert hard_negative_candidates(rows[:, :2], ids[:, :2], across_replicas=False) is None
-
-
-@pytest.mark.parametrize("symmetric", [False, True])
-def test_in_batch_negatives_with_hard_negatives_equals_its_reference(symmetric):
-    ids, rows = triples(2)
-    loss = InBatchNegativesLoss(scale=5.0, symmetric=symmetric)
-    expected = reference_in_batch_negatives(ids, rows, 5.0, symmetric)
-    assert float(loss.call(ids, rows).numpy().mean()) == pytest.approx(expected, rel=1e-10)
-    assert float(loss(ids, rows.astype("float32"))) == pytest.approx(expected, rel=1e-5)
-    # the third text counts: the same pairs without it give another loss
-    without = float(loss.call(ids[:, :2], rows[:, :2]).numpy().mean())
-    assert without < expected - 1e-3
-
-
-@pytest.mark.parametrize("mining", ["hard", "all"])
-@pytest.mark.parametrize("margin", [0.3, 1.5])
-def test_triplet_with_hard_negatives_equals_its_reference(mining, margin):
-    ids, rows = triples(3)
-    loss = TripletLoss(margin=margin, mining=mining)
-    expected = reference_triplet(ids, rows, margin, mining)
-    assert float(loss.call(ids, rows).numpy().mean()) == pytest.approx(expected, rel=1e-12)
+from tests.models.pair_loss_references import triples
 
 
 @pytest.mark.parametrize(
@@ -77,20 +28,6 @@ def test_gradients_with_hard_negatives_equal_finite_differences(loss):
     ids, rows = triples(4, size=5)
     check = tapefit.gradcheck(lambda r: tf.reduce_mean(loss.call(ids, r)), rows, samples=24)
     assert check.checked == 24 and check.max_relative_error < 1e-6
-
-
-@pytest.mark.slow
-@GATHERING_LOSSES
-def test_hard_negatives_gathered_across_replicas_equal_one_device(mirrored_strategy, make):
-    ids, rows = triples(5)
-    rows = rows.astype("float32")
-    whole = tf.Variable(rows)
-    with tf.GradientTape() as tape:
-        expected = tf.reduce_mean(make(False).call(ids, whole))
-    expected_gradient = tape.gradient(expected, whole).numpy()
-    value, gradient = replicated_loss_and_gradient(mirrored_strategy, make(True), ids, rows)
-    assert value == pytest.approx(float(expected), abs=1e-6)
-    np.testing.assert_allclose(gradient, expected_gradient, atol=1e-6)
 
 
 def write_triples(path, generator, count, labels=False):
@@ -147,15 +84,6 @@ def test_bad_negative_settings_are_one_line_before_anything_is_read(overrides, m
     with pytest.raises(TapefitError, match=re.escape(message)) as error:
         pair_files.check_options({**given, **overrides})  # what a run checks first
     assert "\n" not in str(error.value)
-
-
-def test_a_siamese_model_without_a_negative_loss_refuses_negatives():
-    model = tapefit.SiameseModel(vocab_size=20, sequence_length=4, hard_negatives=True)
-    with pytest.raises(TapefitError, match=r"model\.loss\.name=cosine_mse cannot use") as error:
-        model.compile_defaults()
-    assert "\n" not in str(error.value)
-    again = tapefit.SiameseModel.from_config(model.get_config())
-    assert again.hard_negatives is True
 
 
 # The Siamese model on a user's train.tsv and test.tsv of triples (`write_triples`), in its folder.

@@ -13,24 +13,14 @@ pytest.importorskip("keras_hub")
 pytest.importorskip("safetensors")
 
 from tapefit import SiameseModel, TapeModel
-from tapefit.errors import TapefitError
 from tapefit.models.pretrained_encoder import PretrainedTextEncoder
 from tapefit.text.pretrained import load_pretrained
 from tests.helpers import run_in
-from tests.text.pretrained_checkpoints import (
-    tiny_backbone,
-    write_keras_hub_preset,
-)
+from tests.text.pretrained_checkpoints import tiny_backbone
 
 TEXTS_A = ["the cat sat on the mat", "a dog runs", "birds flew over the park", "a man eats food"]
 TEXTS_B = ["a cat sits on a mat", "the dog ran", "a big bird", "the woman plays guitar"]
 LABELS = np.array([4.5, 3.5, 1.0, 0.5], dtype="float32")
-
-
-@pytest.fixture(scope="module")
-def preset(one_layer_bert):
-    """The session's one-layer BERT folder (tests/models/conftest.py)."""
-    return one_layer_bert
 
 
 def test_texts_are_packed_and_padded_to_the_longest_text_of_the_batch(preset):
@@ -141,49 +131,3 @@ def test_tapemodel_trains_a_pretrained_backbone_as_keras_own_step(preset):
         np.testing.assert_array_equal(actual, expected)
     start = tiny_backbone(num_layers=1).get_weights()  # what the preset holds
     assert any(np.abs(a - b).max() > 1e-4 for a, b in zip(start, tape_weights, strict=False))
-
-
-@pytest.mark.parametrize(
-    ("arguments", "message"),
-    [
-        (
-            {"encoder": {"preset": "X", "units": 64}},
-            "model.encoder.units means nothing beside model.encoder.preset",
-        ),
-        (
-            {"encoder": {"preset": "X"}, "vocabulary": ["a", "cat"]},
-            "model.encoder.preset brings its own tokenizer and vocabulary, so the data must "
-            "not learn one: set data.tokenizer=pretrained",
-        ),
-        ({"encoder": {"preset": None}}, "model.encoder.preset is not set"),
-        (
-            {"encoder": {"preset": "X", "pooling": "last"}},
-            "model.encoder.pooling=last: a pretrained encoder pools by mean, cls or max",
-        ),
-        (
-            {"vocabulary": ["a"], "tokenizer": "pretrained"},
-            "tokenizer=pretrained needs a pretrained encoder to bring the tokenizer",
-        ),
-        (
-            {"encoder": {"preset": "X"}, "tokenizer": "wordpiece"},
-            "model.tokenizer=wordpiece: model.encoder.preset brings its own tokenizer",
-        ),
-    ],
-    ids=["scratch-key", "vocabulary", "no-preset", "pooling", "pretrained-alone", "wordpiece"],
-)
-def test_settings_that_mean_nothing_with_a_pretrained_encoder_are_refused(
-    preset, arguments, message
-):
-    if arguments.get("encoder", {}).get("preset") == "X":
-        arguments = {**arguments, "encoder": {**arguments["encoder"], "preset": str(preset)}}
-    with pytest.raises(TapefitError) as refused:
-        SiameseModel(**arguments)
-    assert message in str(refused.value)
-
-
-@pytest.mark.slow
-def test_a_keras_hub_preset_folder_builds_the_same_model(tmp_path):
-    write_keras_hub_preset(tmp_path / "preset")
-    model = SiameseModel(encoder={"preset": str(tmp_path / "preset"), "projection": 8})
-    assert tuple(model.encode(["a cat", "a dog sat"]).shape) == (2, 8)
-    np.testing.assert_allclose(np.linalg.norm(model.encode(["a cat"]), axis=1), 1.0, rtol=1e-6)

@@ -112,7 +112,7 @@ def test_token_id_inputs_as_in_the_tutorial():
 @pytest.mark.slow
 def test_saved_model_reloads_with_vocabulary_and_identical_similarities(pairs, tmp_path):
     # the bag of embeddings (a fifth of the LSTM's time): the vocabulary, the loss and the
-    # similarities are the subject; the recurrent encoders' reload: tests/models/test_encoders.py
+    # similarities are the subject; the recurrent encoders' reload: tests/models/test_layers.py
     model = model_for(pairs, rnn="none", pooling="mean")
     model.compile(optimizer="adam", loss=CosineMSELoss())
     model.fit(dataset(pairs), epochs=1, verbose=0)

@@ -1,5 +1,6 @@
-"""TextEncoder's poolings and the bag-of-embeddings encoder: values against NumPy, padding
-ignored, gradients reach every variable, and the encoder reloads from a `.keras` file."""
+"""tapefit/models/layers.py: TextEncoder's poolings and the bag-of-embeddings encoder: values
+against NumPy, padding ignored, gradients reach every variable, and the encoder reloads from a
+`.keras` file."""
 
 import keras
 import numpy as np
@@ -51,17 +52,6 @@ def test_rnn_and_transformer_poolings_ignore_padding(rnn, pooling):
     long = keras.ops.convert_to_numpy(encoder(np.array([[3, 7, 0]])))
     np.testing.assert_allclose(short, long, rtol=1e-5, atol=1e-6)
     assert short.shape == (1, encoder.output_dim) == (1, 3 if rnn == "lstm" else 4)
-
-
-def test_the_transformer_sees_token_order_through_its_positions():
-    encoder = TextEncoder(vocab_size=12, embedding_dim=8, rnn="transformer", pooling="mean")
-    forward = keras.ops.convert_to_numpy(encoder(np.array([[3, 7, 5]])))
-    backward = keras.ops.convert_to_numpy(encoder(np.array([[5, 7, 3]])))
-    assert np.abs(forward - backward).max() > 1e-3  # a bag of embeddings would not tell
-    with pytest.raises(
-        TapefitError, match=r"num_heads=3 must divide model.encoder.embedding_dim=8"
-    ):
-        TextEncoder(vocab_size=12, embedding_dim=8, rnn="transformer", num_heads=3, pooling="max")
 
 
 def test_pool_states_of_a_text_with_no_token_is_zero():
