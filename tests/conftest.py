@@ -280,6 +280,7 @@ def hits_project(tmp_path_factory):
 SLOW_MODULES = {
     "test_builtin_subclass",
     "test_cli",
+    "test_constructor_config",
     "test_experiments",
     "test_export",
     "test_keras_files_load",
@@ -288,6 +289,7 @@ SLOW_MODULES = {
     "test_pretrained_project",
     "test_processes",
     "test_readme",
+    "test_rebuild_check",
     "test_resume",
     "test_resume_matrix",
     "test_scale_out",
