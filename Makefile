@@ -39,7 +39,7 @@ docs: $(STAMP)
 	KERAS_BACKEND=tensorflow NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs serve
 
 # docs/reference/config.md again from conf/ and the schemas (the build regenerates it too;
-# tests/config/test_config_reference.py fails while the committed copy is stale).
+# tests/config/test_reference.py fails while the committed copy is stale).
 docs-config: $(STAMP)
 	$(BIN)/python -c "from tapefit.config.reference import render_markdown as r; open('docs/reference/config.md', 'w').write(r())"
 

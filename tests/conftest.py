@@ -288,15 +288,11 @@ SLOW_MODULES = {
     "test_pretrained_project",
     "test_processes",
     "test_readme",
-    "test_records",  # moved from test_search_sessions: still out of `make test-fast`
     "test_resume",
     "test_resume_matrix",
     "test_scale_out",
-    "test_search_results",  # moved from test_tuning: still out of `make test-fast`
     "test_search_sessions",
-    "test_search_space",  # moved from test_tuning: still out of `make test-fast`
     "test_telemetry",
-    "test_trial_callbacks",  # moved from test_optuna_search: still out of `make test-fast`
     "test_tuning",
     "test_user_project",
     "test_user_project_hits",

@@ -6,36 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tapefit import StepOutput, TapefitError, TapeModel
-from tapefit.step.nonfinite_guard import NonFiniteGuard
-
-X = np.random.default_rng(0).normal(size=(96, 3)).astype("float32")
-Y = (X @ np.array([[1.0], [2.0], [-1.0]], "float32")).astype("float32")
-
-
-class Net(TapeModel):
-    """A small regressor whose `forward` a test can break in one way."""
-
-    def __init__(self, mistake=None, **kwargs):
-        super().__init__(**kwargs)
-        self.mistake = mistake
-        self.body = keras.layers.Dense(4, activation="tanh", name="body")
-        self.head = keras.layers.Dense(1, name="head")
-        self.unused = keras.layers.Dense(1, name="unused")
-        self.unused.build((None, 3))
-
-    def call(self, x, training=False):
-        return self.head(self.body(x))
-
-    def forward(self, data, training):
-        x, y = data
-        y_pred = tf.cast(self(x, training=training), tf.float32)  # float32 under mixed precision
-        if self.mistake == "numpy":  # a NumPy round trip: no gradient flows back through it
-            y_pred = tf.numpy_function(lambda a: a, [y_pred], tf.float32, stateful=False)
-            y_pred.set_shape((None, 1))
-        if self.mistake == "integer":  # rounding through an integer: not differentiable
-            y_pred = tf.cast(tf.cast(y_pred * 100.0, tf.int32), tf.float32) / 100.0
-        return StepOutput(tf.reduce_mean(tf.square(y - y_pred)), y, y_pred)
+from tapefit import StepOutput, TapefitError
+from tests.step.breakable_net import Net, X, Y, poisoned, train
 
 
 class OutsideTape(Net):
@@ -83,35 +55,6 @@ def test_a_variable_the_loss_does_not_reach_is_named_and_can_be_allowed():
     assert model.optimizer.iterations.numpy() == 3
 
 
-def poisoned(batch_index=1, batch_size=32):
-    x = X.copy()
-    x[batch_index * batch_size] = np.nan
-    return x
-
-
-def train(on_nonfinite, x, epochs=2, seed=3, strategy=None):
-    keras.utils.set_random_seed(seed)
-    with (strategy or tf.distribute.get_strategy()).scope():
-        model = Net()
-        model.compile(
-            optimizer=keras.optimizers.Adam(1e-2),
-            on_nonfinite=on_nonfinite,
-            allow_missing_gradients=["*unused*"],
-        )
-    callbacks = [] if on_nonfinite == "ignore" else [NonFiniteGuard()]
-    keras.utils.set_random_seed(seed)
-    history = model.fit(
-        x,
-        Y[: len(x)],
-        batch_size=32,
-        epochs=epochs,
-        verbose=0,
-        shuffle=False,
-        callbacks=callbacks,
-    )
-    return model, history.history
-
-
 @pytest.fixture(scope="module")
 def skipped_on_one_device():
     """train("skip", poisoned()) on one device: the run both tests below check."""
@@ -148,28 +91,6 @@ def test_a_bad_batch_on_one_replica_is_skipped_by_every_replica(
         np.testing.assert_allclose(a, b, atol=1e-6)
     with pytest.raises(TapefitError, match=r"NaN/inf at epoch 1, optimizer step 2"):
         train("stop", poisoned(), strategy=mirrored_strategy)
-
-
-def test_a_plain_fit_without_the_guard_callback_stops_too():
-    """`compile(on_nonfinite="stop")` is all a plain `fit` user writes: TapeModel adds the
-    guard itself, and `skip` reports its skipped steps."""
-    model = Net()
-    model.compile(keras.optimizers.Adam(1e-2), on_nonfinite="stop", allow_missing_gradients=["*"])
-    with pytest.raises(TapefitError, match=r"NaN/inf at epoch 1, optimizer step 2"):
-        model.fit(poisoned(), Y, batch_size=32, epochs=1, verbose=0, shuffle=False)
-    model = Net()
-    model.compile(keras.optimizers.Adam(1e-2), on_nonfinite="skip", allow_missing_gradients=["*"])
-    history = model.fit(poisoned(), Y, batch_size=32, epochs=2, verbose=0, shuffle=False)
-    assert history.history["skipped_steps"] == [1, 1]
-
-
-def test_stop_names_epoch_and_step_and_keeps_the_last_finite_weights():
-    with pytest.raises(TapefitError, match=r"NaN/inf at epoch 1, optimizer step 2: training st"):
-        train("stop", poisoned())
-    model, _ = train("skip", poisoned()[:64], epochs=1)  # the same first step, then the bad one
-    first_only, _ = train("ignore", X[:32], epochs=1)
-    for a, b in zip(model.get_weights(), first_only.get_weights(), strict=True):
-        np.testing.assert_array_equal(a, b)
 
 
 def test_ignore_applies_the_bad_step_as_keras_does():

@@ -7,7 +7,6 @@ import tensorflow as tf
 from keras import layers
 
 from tapefit import StepOutput, TapeModel
-from tests.step.tracing import traced_steps
 
 
 def cnn_network(seed: int, regulariser: bool = False):
@@ -205,57 +204,3 @@ def test_creating_a_functional_tape_model_leaves_the_class_hierarchy_alone():
     assert TapeModel.__bases__ == bases and not issubclass(TapeModel, Functional)
     model = ScaledTarget()  # subclassed models still work afterwards
     assert model(np.zeros((2, 1), "float32")).shape == (2, 1)
-
-
-class TwoParts(TapeModel):
-    """Two dense parts, each trained by an optimizer of its own (a GAN's shape)."""
-
-    def __init__(self, declared=True, **kwargs):
-        super().__init__(**kwargs)
-        self.declared = declared
-        self.first, self.second = layers.Dense(3), layers.Dense(1)
-        self.first.build((None, 2))
-        self.second.build((None, 3))
-        self.built = True
-
-    def call(self, x, training=False):
-        return self.second(self.first(x))
-
-    def train_step(self, data):
-        x, y = data
-        with tf.GradientTape(persistent=True) as tape:
-            loss = tf.reduce_mean(tf.square(self(x, training=True) - y))
-        self.apply_tape_gradients(tape, loss, self.first.trainable_variables, optimizer="first")
-        self.apply_tape_gradients(tape, loss, self.second.trainable_variables, optimizer="second")
-        return {"loss": loss}
-
-    def variables_by_optimizer(self):
-        if not self.declared:
-            return super().variables_by_optimizer()
-        return {"first": self.first.trainable_variables, "second": self.second.trainable_variables}
-
-
-def test_fit_traces_a_fresh_models_step_once():
-    inputs = keras.Input((2,))
-    model = TapeModel(inputs, layers.Dense(1)(layers.Dense(4)(inputs)))
-    model.compile(optimizer="adam", loss="mse")
-    traces = traced_steps(model)
-    model.fit(np.ones((8, 2)), np.ones((8, 1)), batch_size=4, epochs=2, verbose=0)
-    assert len(traces) == 1
-    assert model.optimizer.built and int(model.optimizer.iterations) == 4
-
-
-@pytest.mark.parametrize("declared", [True, False])
-def test_optimizers_declared_with_their_variables_are_built_before_the_step_is_traced(declared):
-    model = TwoParts(declared=declared)
-    model.compile(optimizer={"first": "adam", "second": "adam"})
-    traces = traced_steps(model)
-    model.fit(np.ones((8, 2)), np.ones((8, 1)), batch_size=4, epochs=2, verbose=0)
-    # Undeclared, the step builds them itself, and TensorFlow traces it again to check that
-    # later calls create no variables.
-    assert len(traces) == (1 if declared else 2)
-    for name, part in {"first": model.first, "second": model.second}.items():
-        optimizer = model.get_optimizer(name)
-        assert int(optimizer.iterations) == 4
-        # Adam's two slots per variable of its own part, none for the other part's
-        assert len(optimizer.variables) == 2 + 2 * len(part.trainable_variables)

@@ -1,8 +1,8 @@
-"""The generated configuration reference describes every key the command line accepts."""
+"""tapefit/config/reference.py: the generated configuration reference describes every key the
+command line accepts."""
 
 import pytest
 
-from tapefit.config.comments import yaml_comments
 from tapefit.config.reference import (
     GROUP_KEYS,
     group_options,
@@ -42,11 +42,6 @@ def test_a_key_without_a_comment_is_reported(tmp_path):
     assert [m for m in undocumented(tmp_path) if m.startswith("data=")] == [
         "data=mine: data.val_fraction"
     ]
-
-
-def test_yaml_comments_follow_nesting_and_comment_lines_above():
-    text = "# summary\nencoder:  # the encoder\n  # above\n  units: 4  # beside\nrate: '#1'\n"
-    assert yaml_comments(text) == {"encoder": "the encoder", "encoder.units": "above beside"}
 
 
 @pytest.mark.parametrize(
