@@ -9,9 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from tapefit.config.targets import instantiate
+from tapefit.config.targets import instantiate, plain_arguments
 
 
 @dataclass(frozen=True)
@@ -45,11 +43,7 @@ class TargetSpec:
         """The spec of a `_target_` node (a config node or a plain mapping), without the keys
         in `exclude` (tapefit's own switches, such as a callback's `enabled`) and those the
         config leaves `???` (required, for something else to supply)."""
-        skipped = {"_target_", *exclude}
-        if isinstance(node, DictConfig):
-            skipped |= {name for name in node if OmegaConf.is_missing(node, name)}
-            node = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
-        arguments = {name: value for name, value in node.items() if name not in skipped}
+        arguments = plain_arguments(node, ("_target_", *exclude), enum_to_str=True)
         return cls(key, str(node["_target_"]), arguments, checked)
 
     def node(self) -> dict[str, Any]:

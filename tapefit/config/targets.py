@@ -198,13 +198,26 @@ def check_arguments(
 
 def target_arguments(node: Any, exclude: Iterable[str] = ()) -> dict[str, Any]:
     """The keys of a `_target_` node that are the target's arguments (resolved, plain)."""
-    skipped = set(HYDRA_KEYS) | set(exclude)
+    return plain_arguments(node, (*HYDRA_KEYS, *exclude))
+
+
+def plain_arguments(
+    node: Any, skipped: Iterable[str], *, enum_to_str: bool = False
+) -> dict[str, Any]:
+    """A node's keys but `skipped` and those the config leaves `???` (required, for something
+    else to supply), as plain resolved values (`enum_to_str`: enums as their names).
+
+    Example:
+        >>> from omegaconf import OmegaConf
+        >>> node = OmegaConf.create({"_target_": "f", "a": "${b}", "b": 1, "c": "???"})
+        >>> plain_arguments(node, ["_target_"])
+        {'a': 1, 'b': 1}
+    """
+    skipped = set(skipped)
     if isinstance(node, DictConfig):
-        skipped |= {key for key in node if OmegaConf.is_missing(node, key)}  # `???`: required
-        plain = OmegaConf.to_container(node, resolve=True)
-    else:
-        plain = node
-    return {k: v for k, v in plain.items() if k not in skipped}
+        skipped |= {key for key in node if OmegaConf.is_missing(node, key)}
+        node = OmegaConf.to_container(node, resolve=True, enum_to_str=enum_to_str)
+    return {key: value for key, value in node.items() if key not in skipped}
 
 
 def checked_target(node: Any, key: str, exclude: Iterable[str] = (), supplied=()) -> Callable:
