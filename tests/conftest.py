@@ -278,6 +278,7 @@ def hits_project(tmp_path_factory):
 # Modules that train in fresh processes, over the CLI, or for several runs each: `make test`
 # runs them, `make test-fast` (`-m "not slow"`) leaves them out.
 SLOW_MODULES = {
+    "test_backend",
     "test_builtin_subclass",
     "test_cli",
     "test_experiments",
@@ -292,6 +293,7 @@ SLOW_MODULES = {
     "test_resume_matrix",
     "test_scale_out",
     "test_search_sessions",
+    "test_serving",
     "test_telemetry",
     "test_tuning",
     "test_user_project",

@@ -81,6 +81,15 @@ def test_the_objective_direction_of_keras_and_tapefit_metrics_is_known(name, mod
     assert resolve_direction(name, "auto", "objective_direction") == mode
 
 
+@pytest.mark.parametrize(
+    ("monitor", "mode"),
+    [("val_spearman", "max"), ("val_loss", "min"), ("val_auc", "max"), ("val_accuracy", "max")],
+)
+def test_auto_mode_knows_which_metrics_grow(monitor, mode):
+    assert resolve_direction(monitor, "auto", "callbacks.early_stopping.mode") == mode
+    assert resolve_direction(monitor, "min", "callbacks.early_stopping.mode") == "min"
+
+
 @pytest.mark.parametrize("name", ["val_agreement", "val_mean", "val_accuracy_loss"])
 def test_an_unknown_direction_is_refused_in_one_line_naming_the_key(name):
     expected = f"cannot tell whether {name} is better higher or lower: set objective_direction=max"

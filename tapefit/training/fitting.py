@@ -227,7 +227,7 @@ def replay_shuffles(
     a new order, and Keras' EpochIterator (3.x) creates two per epoch when steps_per_epoch is
     None (one at the epoch's start, one when it runs out), but one for data of unknown length
     (a stream), which it reads every epoch until it runs out, and whose shuffles draw their
-    order at the first element; tests/test_resume.py checks both."""
+    order at the first element; tests/checkpointing/test_resume.py checks both."""
     if steps_per_epoch is not None and epochs_done:
         log.warning(
             "resuming with trainer.steps_per_epoch set: the data order after the resume "

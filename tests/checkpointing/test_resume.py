@@ -12,8 +12,6 @@ import time
 import numpy as np
 import pytest
 
-from tapefit.config.schemas import TrainerConfig
-from tapefit.config.typed import typed
 from tests import processes
 from tests.checkpointing.driver import OVERRIDES, drive, weights
 from tests.helpers import REPO, SMALL_CNN, built_once_per_session, scalar_tags
@@ -311,21 +309,6 @@ def test_sigterm_and_sigint_stop_after_the_step_with_status_interrupted(tmp_path
     assert not (tmp_path / "metrics.json").exists()
 
 
-def test_a_directory_in_use_by_a_live_process_is_refused(tmp_path, compose):
-    from tapefit import TapefitError
-    from tapefit.files import write_json
-    from tapefit.runner.train import run
-
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        write_json(tmp_path / "status.json", {"state": "running", "pid": sleeper.pid})
-        with pytest.raises(TapefitError, match=rf"in use by a running process \(pid {sleeper.pid}"):
-            run(compose(["trainer.epochs=1"]), tmp_path)
-    finally:
-        sleeper.kill()
-        sleeper.wait()
-
-
 def test_same_seed_and_determinism_give_identical_runs(compose, tmp_path):
     """The seed decides the run. The Siamese model's (and every resume cell's) two runs of one
     seed are compared bitwise in tests/checkpointing/test_resume_matrix.py."""
@@ -352,64 +335,3 @@ def test_same_seed_and_determinism_give_identical_runs(compose, tmp_path):
     assert any(
         not np.array_equal(a, c) for a, c in zip(results["a"][0], results["c"][0], strict=True)
     )
-
-
-@pytest.mark.parametrize(
-    ("env", "job", "run_name"),
-    [
-        ({}, None, "2026-01-01_00-00-00"),
-        ({"SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "train"}, "7", "slurm-7"),
-        ({"SLURM_JOB_ID": "7", "SLURM_JOB_NAME": "bash"}, None, "2026-01-01_00-00-00"),
-        ({"SLURM_JOB_ID": "9", "SLURM_ARRAY_JOB_ID": "8", "SLURM_ARRAY_TASK_ID": "3"}, "8_3", None),
-    ],
-)
-def test_a_slurm_batch_job_is_requeued_by_its_id_and_keeps_one_run_directory(
-    monkeypatch, env, job, run_name
-):
-    """Array tasks are requeued as ARRAY_TASK; an interactive allocation (salloc's shell) is
-    not a batch job: its runs keep time-stamped directories."""
-    from tapefit.training.preemption import run_dir_name, slurm_batch_job
-
-    for name in ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    assert slurm_batch_job() == job
-    assert run_dir_name("2026-01-01_00-00-00") == (run_name or f"slurm-{job}")
-
-
-def test_a_failed_requeue_says_so_in_one_line_and_what_to_do(compose, monkeypatch, caplog):
-    from tapefit.training.preemption import requeue, requeued_start
-
-    monkeypatch.setenv("SLURM_JOB_ID", "4242")
-    monkeypatch.setenv("SLURM_JOB_NAME", "train")
-    monkeypatch.setenv("PATH", "")  # no scontrol
-    trainer = typed(TrainerConfig, compose([]).trainer)
-    assert requeue(trainer, signal.SIGTERM) is False and not caplog.records  # SIGUSR1 requeues
-    assert requeue(trainer, signal.SIGUSR1) is False
-    [record] = caplog.records
-    assert record.getMessage().startswith("could not requeue SLURM job 4242 (")
-    assert record.getMessage().endswith("): submit it again with resume=true")
-    assert requeued_start(True) is False  # a first start
-    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
-    assert requeued_start(False) is False  # trainer.requeue=false
-    assert requeued_start(True) is True
-
-
-def test_a_fresh_run_clears_what_a_failed_run_left_even_under_configured_names(tmp_path):
-    """Nothing a failed run wrote survives into the next run in its directory: the fixed
-    outputs, a model report's pictures, and files the config renamed (a CSV under logs/)."""
-    from tapefit.files import write_json
-    from tapefit.training.run_status import claim
-
-    write_json(tmp_path / "status.json", {"state": "failed", "error": "diverged"})
-    left = ["history.json", "curves.png", "similarity.png", "classes.json", "logs/epochs.csv"]
-    for name in left:
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("from the failed run")
-    (tmp_path / ".hydra").mkdir()
-    (tmp_path / ".hydra" / "config.yaml").write_text("seed: 0\n")  # this job's own
-    claim(tmp_path, resume=False, named=("logs", "checkpoints"))
-    assert [name for name in left if (tmp_path / name).exists()] == []
-    assert (tmp_path / ".hydra" / "config.yaml").is_file()
-    assert json.loads((tmp_path / "status.json").read_text())["state"] == "running"

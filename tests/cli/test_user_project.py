@@ -109,7 +109,7 @@ def test_groups_named_on_the_command_line_through_the_tapefit_script(project, tm
     script, *arguments = command(1)
     assert Path(script).name == "tapefit" and Path(script).is_file()  # the console script
     # The script's own lines run by this interpreter, forked from the tests' warm one, not a
-    # fresh interpreter importing TensorFlow (about 5 s); tests/cli/test_cli.py::
+    # fresh interpreter importing TensorFlow (about 5 s); tests/test_backend.py::
     # test_another_keras_backend_is_one_line_and_exit_code_2[script] starts it as a program.
     result = run_in(
         project,

@@ -366,7 +366,7 @@ CASES: dict[str, list[Case]] = {
 # the test that runs it as the row says.
 ELSEWHERE = {
     "keras-backend": (
-        "tests/cli/test_cli.py::test_another_keras_backend_is_one_line_and_exit_code_2"
+        "tests/test_backend.py::test_another_keras_backend_is_one_line_and_exit_code_2"
     ),
 }
 

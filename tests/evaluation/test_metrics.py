@@ -1,6 +1,7 @@
-"""`tapefit.evaluation.metrics`: whole-split pair metrics and the directions of their names;
-binary pair classification: the best F1 threshold against a brute-force search, metrics at a
-threshold against scikit-learn, and the test split scored at thresholds chosen on validation."""
+"""`tapefit.evaluation.metrics`: whole-split pair metrics (the directions of their names are
+tests/test_objective.py's); binary pair classification: the best F1 threshold against a
+brute-force search, metrics at a threshold against scikit-learn, and the test split scored at
+thresholds chosen on validation."""
 
 import numpy as np
 import pytest
@@ -15,7 +16,6 @@ from tapefit.evaluation.metrics import (
     roc_auc,
     threshold_report,
 )
-from tapefit.objective import resolve_direction
 
 
 def brute_force_best_accuracy(scores, labels):
@@ -58,15 +58,6 @@ def test_degenerate_inputs_do_not_produce_nan():
     assert roc_auc(np.arange(4), np.ones(4)) == 0.5
     binary = pair_metrics(np.array([0.9, 0.1, 0.8]), np.array([1, 0, 1]), "binary")
     assert binary["auc"] == 1.0 and binary["best_accuracy"] == 1.0
-
-
-@pytest.mark.parametrize(
-    ("monitor", "mode"),
-    [("val_spearman", "max"), ("val_loss", "min"), ("val_auc", "max"), ("val_accuracy", "max")],
-)
-def test_auto_mode_knows_which_metrics_grow(monitor, mode):
-    assert resolve_direction(monitor, "auto", "callbacks.early_stopping.mode") == mode
-    assert resolve_direction(monitor, "min", "callbacks.early_stopping.mode") == "min"
 
 
 def brute_force_best_f1(scores, labels):

@@ -229,7 +229,8 @@ def test_multirun_reports_a_failed_job_as_the_worst_value_and_writes_a_sweep_sum
 def test_an_optuna_study_through_hydra_records_a_failed_job_and_goes_on(tmp_path):
     """hparams_search=classifier_optuna (the hydra-optuna extra, in an environment with Optuna
     < 3): 3 trials on digits, one of them with a dropout no run can use; the failed job returns
-    -inf and the study finishes. tune=optuna (tests/test_optuna_search.py) is the current way."""
+    -inf and the study finishes. tune=optuna (tests/sweeps/test_optuna_search.py) is the
+    current way."""
     pytest.importorskip(
         "hydra_plugins.hydra_optuna_sweeper",
         reason="the Hydra Optuna sweeper is not installed: pip install 'tapefit[hydra-optuna]' "

@@ -1,4 +1,5 @@
-"""Runs with `trainer.export=true` for the export tests, each trained once a session."""
+"""Runs with `trainer.export=true` for the export tests, each trained once a session, and the
+test images their exports are run on."""
 
 import importlib.util
 import os
@@ -6,6 +7,7 @@ import os
 import pytest
 
 import tapefit
+from tapefit.data.images import load_digits_splits
 from tests.helpers import SMALL_CNN, shared_once
 
 
@@ -36,7 +38,7 @@ def export_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def siamese_export(export_run):
     """The Siamese model's export (a SavedModel serving `serve` and `encode`): test_export.py
-    serves it in a process without tapefit, test_export_formats.py reads its verify.json."""
+    serves it in a process without tapefit, test_serving.py reads its verify.json."""
     return export_run(
         "siamese",
         "experiment=siamese",
@@ -61,8 +63,9 @@ CNN_FORMATS = [*(["onnx", "litert"] if EXPORT_EXTRA else []), *(["openvino"] if 
 def cnn_export(export_run):
     """The digits CNN's export (one block: convolution, BatchNorm, pooling, Dropout;
     `SMALL_CNN`), three steps of training: test_export.py serves its SavedModel in a process
-    without tapefit, test_export_formats.py runs its ONNX, LiteRT and OpenVINO files. One run
-    for both files (two CNN runs were traced before: most of each run's cost)."""
+    without tapefit, test_export_formats.py runs its ONNX, LiteRT and OpenVINO files,
+    test_serving.py exports its model again. One run for the three files (two CNN runs were
+    traced before: most of each run's cost)."""
     formats = ["saved_model", *CNN_FORMATS]
     return export_run(
         "cnn",
@@ -71,3 +74,17 @@ def cnn_export(export_run):
         "trainer.steps_per_epoch=3",
         f"trainer.export_formats=[{','.join(formats)}]",
     )
+
+
+@pytest.fixture(scope="session")
+def cnn(cnn_export):
+    """`cnn_export` where onnxruntime is installed (test_export_formats.py and test_serving.py
+    run its ONNX file), skipped where it is not."""
+    pytest.importorskip("onnxruntime")
+    return cnn_export
+
+
+@pytest.fixture(scope="module")
+def images():
+    """The first test batch of the digits run (data.batch_size=32, the test split in order)."""
+    return load_digits_splits(0.15, 0.2, seed=0)["test"][0][:32]

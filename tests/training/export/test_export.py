@@ -1,7 +1,7 @@
 """`trainer.export=true`: `export/` is a SavedModel that a process without tapefit loads with
 `tf.saved_model.load` and serves with the same outputs as `model.keras` loaded with tapefit;
 a failed export through the CLI is one line and leaves no export. The runs are this folder's
-conftest.py's, shared with test_export_formats.py."""
+conftest.py's, shared with test_export_formats.py and test_serving.py."""
 
 import json
 import os
@@ -149,32 +149,6 @@ def test_siamese_export_takes_raw_strings_without_tapefit(siamese_export, served
     np.testing.assert_allclose(outputs["serve"], predicted, atol=1e-5)
     np.testing.assert_allclose(outputs["encode"], model.encode(texts_a), atol=1e-5)
     assert outputs["serve"][1] == pytest.approx(1.0, abs=1e-5)  # a text against itself
-
-
-def test_target_model_gets_keras_default_export(tmp_path):
-    import tapefit
-    from tapefit.training.export import export_for_serving
-
-    class Wave(tapefit.TapeModel):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.hidden = keras.layers.Dense(4, activation="tanh")
-            self.out = keras.layers.Dense(1)
-
-        def call(self, x, training=False):
-            return self.out(self.hidden(x))
-
-    x = np.linspace(-1, 1, 64, dtype="float32")[:, None]
-    model = Wave()
-    model.compile(optimizer="adam", loss="mse")
-    model.fit(x, np.sin(x), epochs=1, verbose=0)
-    path = export_for_serving(model, tmp_path / "run" / "export")
-    (path / "stale").write_text("from an earlier export")
-    export_for_serving(model, path)  # a second export replaces the first
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["export"]
-    assert not (path / "stale").exists()
-    served = tf.saved_model.load(str(path))  # here, in-process: the other tests load without
-    np.testing.assert_allclose(served.serve(x[:5]), model.predict(x[:5], verbose=0), atol=1e-6)
 
 
 NO_CALL = '''
