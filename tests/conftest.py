@@ -157,6 +157,15 @@ def compose():
     return compose_config
 
 
+@pytest.fixture(scope="module")
+def wgan_gp():
+    """experiments/wgan_gp.py imported as a module: a TapeModel with two named optimizers
+    (tests/training/test_optimizers.py, tests/step/test_optimizer_variables.py)."""
+    from tests.helpers import load_experiment
+
+    return load_experiment("wgan_gp")
+
+
 @pytest.fixture(scope="session")
 def mirrored_strategy():
     """One MirroredStrategy over the two logical CPUs for the whole session: separate instances

@@ -349,6 +349,17 @@ def pair_lines(count: int, start: int = 0, label: Callable[[int], object] = lamb
     return "".join(f"alpha {i} beta,gamma {i} delta,{label(i)}\n" for i in range(start, count))
 
 
+def live_graphs() -> int:
+    """How many TensorFlow function graphs are alive, after a garbage collection (a run that
+    keeps its traced graphs alive grows this count)."""
+    import gc
+
+    from tensorflow.python.framework.func_graph import FuncGraph
+
+    gc.collect()
+    return sum(isinstance(o, FuncGraph) for o in gc.get_objects())
+
+
 def unit(values):
     """`values` scaled to unit L2 norm along the last axis (embeddings, as the models give)."""
     import numpy as np

@@ -1,30 +1,15 @@
-"""Matryoshka embeddings across modules: `encode(texts, dim=)` gives a leading dimension's
-vectors (each L2-normalised again), and a run evaluates each dimension on its own
-(`val_spearman_4`, `test_ndcg_at_10_4`, ...), any of which can be the objective. The loss:
+"""Matryoshka embeddings across modules: a run evaluates each dimension on its own
+(`val_spearman_4`, `test_ndcg_at_10_4`, ...), any of which can be the objective. `encode(texts,
+dim=)` and the per-dimension metrics: tests/evaluation/test_matryoshka_metrics.py; the loss:
 tests/models/losses/test_matryoshka_loss.py; the serving signatures:
 tests/models/test_siamese_inference.py."""
 
 import json
 
-import numpy as np
 import pytest
 
 import tapefit
-from tapefit import SiameseModel, TapefitError
-from tapefit.evaluation.matryoshka import leading_components
-from tests.helpers import SMALL_SIAMESE, unit
-
-
-def test_encode_gives_the_leading_dimensions_normalised_again():
-    model = SiameseModel.from_texts(["a cat sat", "a dog ran"], encoder={"units": 8})
-    texts = ["a cat", "a dog", "sat"]
-    full = model.encode(texts, normalize=False)
-    np.testing.assert_allclose(model.encode(texts, dim=4), unit(full[:, :4]), rtol=1e-5)
-    np.testing.assert_allclose(model.encode(texts, dim=4, normalize=False), full[:, :4])
-    assert np.allclose(np.linalg.norm(model.encode(texts, dim=3), axis=1), 1.0)
-    with pytest.raises(TapefitError, match="dim=99 must be a whole number from 1 to"):
-        model.encode(texts, dim=99)
-    assert leading_components(full, 8).shape == full.shape
+from tests.helpers import SMALL_SIAMESE
 
 
 @pytest.mark.slow

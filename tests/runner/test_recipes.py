@@ -1,6 +1,7 @@
 """Training recipes from config: learning-rate schedules, weight EMA and validation every N
 steps, each through `tapefit.run` on the digits, and together across a SIGTERM and a resume.
-The schedules' own values are tested in tests/training/test_schedules.py."""
+The schedules' own values are tested in tests/training/test_schedules.py, the EMA swaps on their
+own in tests/callbacks/test_averaging.py."""
 
 import csv
 import dataclasses
@@ -342,78 +343,6 @@ def test_lr_find_suggests_a_rate_near_one_that_trains_the_digits_cnn(tmp_path):
     assert trained["objective_value"] > 0.9  # validation accuracy
 
 
-@pytest.mark.slow
-def test_ema_with_several_optimizers_swaps_each_variable_with_its_own_average():
-    from tapefit.callbacks.averaging import AveragedWeights, averaged_pairs, put_averages_in
-    from tapefit.training.fitting import deferred_finalize
-    from tests.helpers import load_experiment
-
-    wgan = load_experiment("wgan_gp")
-    model = wgan.WGANGP(n_critic=2)
-    model.compile(
-        optimizer={
-            "critic": keras.optimizers.Adam(1e-3, use_ema=True, ema_momentum=0.5),
-            "generator": keras.optimizers.Adam(1e-3, use_ema=True, ema_momentum=0.5),
-        }
-    )
-    points = np.asarray(wgan.ring_of_gaussians(256), "float32")
-    with deferred_finalize(model.optimizer):  # Keras' own finalize knows one optimizer only
-        model.fit(points, batch_size=64, epochs=2, verbose=0)
-    pairs = averaged_pairs(model)
-    assert sorted(id(v) for v, _ in pairs) == sorted(id(v) for v in model.trainable_variables)
-    raw = [np.array(v) for v, _ in pairs]
-    averages = [np.array(a) for _, a in pairs]
-    assert any(not np.array_equal(r, a) for r, a in zip(raw, averages, strict=True))
-    swapper = AveragedWeights(model)
-    swapper.use_averages()
-    for (variable, _), average in zip(pairs, averages, strict=True):
-        np.testing.assert_array_equal(np.array(variable), average)
-    swapper.use_raw()
-    for (variable, _), value in zip(pairs, raw, strict=True):
-        np.testing.assert_array_equal(np.array(variable), value)
-    put_averages_in(model)
-    for (variable, _), average in zip(pairs, averages, strict=True):
-        np.testing.assert_array_equal(np.array(variable), average)
-
-
-@WHOLE_RUNS
-def test_ema_swaps_under_a_mirrored_strategy(mirrored_strategy):
-    """Two replicas (the session's strategy: another instance in this process would abort
-    its collectives): validation sees the averages, the model ends with them."""
-    from tapefit.callbacks.averaging import AveragedWeights
-
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(128, 4)).astype("float32")
-    y = (x @ np.array([[1.0], [-1.0], [0.5], [2.0]], "float32")).astype("float32")
-    data = tf_dataset(x, y)
-    with mirrored_strategy.scope():
-        inputs = keras.Input((4,))
-        model = tapefit.TapeModel(inputs, keras.layers.Dense(1)(inputs))
-        model.compile(
-            optimizer=keras.optimizers.SGD(0.05, use_ema=True, ema_momentum=0.8), loss="mse"
-        )
-    averages = AveragedWeights(model)
-    # 2 epochs (each costs some 0.45 s under the strategy): the last val_loss is then 1.109
-    # against a training loss of 1.238, 10 % apart (3 epochs: 0.271 against 0.277, 2 %)
-    history = model.fit(
-        data,
-        validation_data=data,
-        epochs=2,
-        verbose=0,
-        callbacks=[averages.swap_in, averages.swap_out],
-    )
-    assert not averages.averaged_in
-    final = model.evaluate(data, verbose=0, return_dict=True)["loss"]  # Keras put the averages in
-    assert history.history["val_loss"][-1] == pytest.approx(final, rel=1e-6)
-    assert history.history["val_loss"][-1] != pytest.approx(history.history["loss"][-1], rel=1e-3)
-
-
-def tf_dataset(x, y):
-    import tensorflow as tf
-
-    return tf.data.Dataset.from_tensor_slices((x, y)).batch(16)
-
-
 @WHOLE_RUNS
 @pytest.mark.parametrize(("interval", "points"), [(7, 3), (10, 2)])
 def test_validation_intervals_over_a_stream_of_unknown_length(tmp_path, interval, points):
@@ -431,44 +360,6 @@ def test_validation_intervals_over_a_stream_of_unknown_length(tmp_path, interval
     assert all(math.isfinite(v) for v in history["loss"])
     rows = steps_csv(tmp_path / str(interval))
     assert rows[-1]["step"] == 2 * STEPS  # both passes over the stream, not a step more
-
-
-@pytest.mark.tf_defaults  # compared with Keras: TensorFlow as users run it
-@pytest.mark.slow
-def test_ema_validation_equals_keras_swap_ema_weights_on_plain_keras():
-    """Plain Keras is the control: a keras.Model with Keras' own SwapEMAWeights validates with
-    the values a TapeModel with tapefit's AveragedWeights does. Bitwise in the first epoch
-    only: Keras swaps by adding and subtracting (a + b, then differences), which rounds the
-    raw weights it swaps back; tapefit copies them, so training goes on from them exactly."""
-    from tapefit.callbacks.averaging import AveragedWeights
-
-    rng = np.random.default_rng(1)
-    x = rng.normal(size=(96, 4)).astype("float32")
-    y = (x @ np.array([[1.0], [-1.0], [0.5], [2.0]], "float32")).astype("float32")
-    data = tf_dataset(x, y)
-
-    def fitted(model_class, callbacks_of):
-        keras.utils.set_random_seed(3)
-        inputs = keras.Input((4,))
-        model = model_class(inputs, keras.layers.Dense(1)(keras.layers.Dense(8)(inputs)))
-        model.compile(keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.7), loss="mse")
-        history = model.fit(
-            data, validation_data=data, epochs=3, verbose=0, callbacks=callbacks_of(model)
-        )
-        return history.history, model.get_weights()
-
-    plain, plain_weights = fitted(keras.Model, lambda m: [keras.callbacks.SwapEMAWeights()])
-
-    def ours(model):
-        averages = AveragedWeights(model)
-        return [averages.swap_in, averages.swap_out]
-
-    tape, tape_weights = fitted(tapefit.TapeModel, ours)
-    assert tape["val_loss"][0] == plain["val_loss"][0] and tape["loss"][0] == plain["loss"][0]
-    for name in ("loss", "val_loss"):
-        np.testing.assert_allclose(tape[name], plain[name], rtol=1e-5)
-    for a, b in zip(tape_weights, plain_weights, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 @WHOLE_RUNS

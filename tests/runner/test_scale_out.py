@@ -1,6 +1,7 @@
 """Scale-out: two multi-worker processes on 127.0.0.1 (started by `python -m tapefit.launch`)
 train the classifier and the Siamese model to the same weights as one process on the same global
-batches; only the chief writes the run directory; the launcher's own checks."""
+batches; only the chief writes the run directory; the launcher's own checks. The strategy and
+cluster helpers these runs use: tests/training/test_runtime.py."""
 
 import json
 import os
@@ -11,10 +12,8 @@ import sys
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tapefit.runner.train import run
-from tapefit.training.runtime import shard_options, writes_run_dir
 from tests import processes
 from tests.helpers import FORKED_LAUNCH, REPO, SMALL_CNN, SMALL_SIAMESE, shared_once
 
@@ -161,33 +160,6 @@ class KillWorker(keras.callbacks.Callback):
 
 
 @pytest.mark.parametrize(
-    ("policy", "expected"),
-    [
-        ("auto", tf.data.experimental.AutoShardPolicy.AUTO),
-        ("data", tf.data.experimental.AutoShardPolicy.DATA),
-        ("off", tf.data.experimental.AutoShardPolicy.OFF),
-    ],
-)
-def test_the_shard_policy_reaches_the_datasets(policy, expected):
-    dataset = tf.data.Dataset.range(4).batch(2).with_options(shard_options(policy))
-    assert dataset.options().experimental_distribute.auto_shard_policy == expected
-
-
-def test_only_the_chief_writes_the_run_directory(monkeypatch):
-    def task(task_type, index, chief=False):
-        cluster = {"worker": ["h:1", "h:2"], **({"chief": ["h:0"]} if chief else {})}
-        monkeypatch.setenv(
-            "TF_CONFIG",
-            json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}}),
-        )
-        return writes_run_dir("multi_worker")
-
-    assert task("worker", 0) and not task("worker", 1)
-    assert task("chief", 0, chief=True) and not task("worker", 0, chief=True)
-    assert writes_run_dir("default")  # one process always writes
-
-
-@pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--tuners", "0", "--", "tune=random"], "--tuners must be at least 1"),
@@ -276,32 +248,6 @@ def test_the_slurm_launcher_configs_compose_with_submitits_plugin(name, nodes):
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("submitit_launcher.SlurmLauncher")
     assert launcher.nodes == nodes and launcher.tasks_per_node == 1 and launcher.gpus_per_node == 1
-
-
-def test_a_slurm_job_of_several_tasks_is_a_cluster_and_task_0_writes(monkeypatch):
-    from tapefit.training.runtime import cluster_source
-
-    monkeypatch.delenv("TF_CONFIG", raising=False)
-    monkeypatch.delenv("SLURM_NTASKS", raising=False)
-    assert cluster_source() is None
-    monkeypatch.setenv("SLURM_NTASKS", "2")
-    for procid, writes in (("0", True), ("1", False)):
-        monkeypatch.setenv("SLURM_PROCID", procid)
-        assert cluster_source() == "slurm" and writes_run_dir("multi_worker") == writes
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["h:1"]}, "task": {}}))
-    assert cluster_source() == "tf_config"  # an explicit TF_CONFIG wins
-
-
-def test_auto_and_devices_pick_the_strategy_from_what_the_machine_has():
-    from tapefit.training.runtime import make_strategy
-
-    assert not tf.config.list_logical_devices("GPU")  # this machine: two logical CPUs, no GPU
-    assert make_strategy("auto") is tf.distribute.get_strategy()  # no GPUs: the default
-    chosen = make_strategy("auto", ["cpu:1"])  # one listed device: pinned to it
-    assert isinstance(chosen, tf.distribute.OneDeviceStrategy)
-    assert chosen.extended.worker_devices[0].endswith("CPU:1")
-    pinned = make_strategy("one_device", ["cpu:1"])
-    assert pinned.extended.worker_devices[0].endswith("CPU:1")
 
 
 def test_with_shard_policy_file_each_worker_streams_its_own_files(tmp_path):

@@ -1,13 +1,11 @@
 """The run's specification (`tapefit.runner.spec`) and the typed pieces below the run's edge it
-hands on: compile settings, the tape step's policies, the tested-weights selector, the debug
-presets' data limits. Unit tests: no training."""
+hands on: compile settings, the tape step's policies, the tested-weights selector. Unit tests: no
+training. The debug presets' data limits: tests/training/test_debugging.py."""
 
 import dataclasses
 
 import keras
-import numpy as np
 import pytest
-import tensorflow as tf
 from omegaconf.errors import ConfigKeyError
 
 import tapefit
@@ -29,7 +27,6 @@ from tapefit.training.compiling import (
     configured_optimizer,
     learning_rate_schedule,
 )
-from tapefit.training.debugging import limited, overfit_verdict
 from tapefit.training.selection import selector
 
 
@@ -132,27 +129,6 @@ def test_the_selector_keeps_the_weights_the_run_is_tested_with(
         assert chosen is not None and chosen.monitor is None  # undoes EarlyStopping's restore
     else:
         assert chosen.monitor == kept
-
-
-@dataclasses.dataclass
-class Splits:
-    train: tf.data.Dataset
-    val: tf.data.Dataset | None
-    test: tf.data.Dataset | None
-
-
-def test_the_debug_presets_limit_the_batches_each_split_gets():
-    batches = tf.data.Dataset.from_tensor_slices(np.arange(10)).batch(2)  # 5 batches
-    data = Splits(batches, batches.skip(1), None)
-    fast = limited(DebugConfig(DebugMode.fast_dev_run, batches=2), data)
-    assert [len(list(fast.train)), len(list(fast.val)), fast.test] == [2, 2, None]
-    overfit = limited(DebugConfig(DebugMode.overfit, batches=1), data)
-    assert [b.numpy().tolist() for b in overfit.val] == [[0, 1]]
-    assert [b.numpy().tolist() for b in overfit.test] == [[0, 1]]
-    assert limited(DebugConfig(), data) is data
-    verdict = overfit_verdict(DebugConfig(DebugMode.overfit, overfit_ratio=0.5), {"loss": [2, 1.2]})
-    assert verdict["overfit"]["passed"] is False and verdict["overfit"]["threshold"] == 1.0
-    assert overfit_verdict(DebugConfig(), {"loss": [2, 0.1]}) == {}
 
 
 def test_a_typed_node_refuses_a_key_its_schema_does_not_have():

@@ -7,7 +7,7 @@ import pytest
 
 from tapefit.runner.train import run
 from tests.data.files import write_mnist
-from tests.helpers import SMALL_CNN, built_once_per_session
+from tests.helpers import SMALL_CNN, built_once_per_session, live_graphs
 
 
 @pytest.fixture(scope="session")
@@ -115,44 +115,6 @@ def test_monitoring_a_metric_that_does_not_exist_lists_the_real_ones(compose, tm
         run(cfg, tmp_path)
 
 
-def test_cpu_amx_bfloat16_support_is_read_from_cpu_flags(tmp_path):
-    from tapefit.training.runtime import cpu_has_amx_bfloat16
-
-    (tmp_path / "amx").write_text("flags : fpu avx2 avx512f avx512_bf16 amx_bf16 amx_tile\n")
-    (tmp_path / "avx512").write_text("flags : fpu avx2 avx512f avx512_bf16\n")
-    (tmp_path / "plain").write_text("flags : fpu avx2 fma\n")
-    assert cpu_has_amx_bfloat16(tmp_path / "amx") is True
-    assert cpu_has_amx_bfloat16(tmp_path / "avx512") is False
-    assert cpu_has_amx_bfloat16(tmp_path / "plain") is False
-    assert cpu_has_amx_bfloat16(tmp_path / "missing") is None
-
-
-@pytest.mark.parametrize("has_amx", [False, True])
-def test_mixed_bfloat16_warns_only_on_cpus_without_amx(monkeypatch, has_amx):
-    import warnings
-
-    from tapefit.training import runtime
-
-    monkeypatch.setattr(runtime, "cpu_has_amx_bfloat16", lambda: has_amx)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        runtime.set_precision("mixed_bfloat16")
-    messages = [str(w.message) for w in caught if "mixed_bfloat16" in str(w.message)]
-    if has_amx:
-        assert messages == []
-    else:
-        assert len(messages) == 1 and "without AMX trained slower than float32" in messages[0]
-
-
-def live_graphs() -> int:
-    import gc
-
-    from tensorflow.python.framework.func_graph import FuncGraph
-
-    gc.collect()
-    return sum(isinstance(o, FuncGraph) for o in gc.get_objects())
-
-
 @pytest.mark.slow  # end to end: make test-fast leaves it out
 @pytest.mark.parametrize(
     "overrides",
@@ -169,23 +131,6 @@ def test_a_finished_run_leaves_none_of_its_traced_graphs_alive(compose, tmp_path
     cfg = compose([*overrides, "trainer.epochs=1", "trainer.verbose=0", "trainer.save_model=false"])
     before = live_graphs()
     run(cfg, tmp_path)
-    assert live_graphs() == before
-
-
-@pytest.mark.slow
-def test_released_custom_gradients_frees_a_plain_keras_models_graphs():
-    """The advice in docs/how-to/sweeps.md for a user's own loop of Keras `fit` calls."""
-    import keras
-
-    from tapefit.training.runtime import released_custom_gradients
-
-    x, y = np.random.rand(64, 8).astype("float32"), np.random.randint(0, 3, 64)
-    before = live_graphs()
-    with released_custom_gradients():
-        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(3)])
-        model.compile("adam", "sparse_categorical_crossentropy")
-        model.fit(x, y, epochs=1, verbose=0)
-    del model
     assert live_graphs() == before
 
 

@@ -1,5 +1,6 @@
-"""Several named optimizers (the WGAN-GP example), their saving, gradient accumulation and
-clipping from config."""
+"""Several named optimizers (the WGAN-GP example), gradient accumulation and clipping from
+config. Saving and reloading each named optimizer's state:
+tests/step/test_optimizer_variables.py."""
 
 import keras
 import numpy as np
@@ -10,43 +11,11 @@ import tapefit
 from tapefit import StepOutput, TapeModel
 from tapefit.config.target_spec import TargetSpec
 from tapefit.training.optimizers import build_optimizer
-from tests.helpers import load_experiment, scalar_tags
 
 
 def optimizer_of(node, *args):
     """The optimizer an `optimizer` node builds, as a run builds it (`RunSpec`'s spec)."""
     return build_optimizer(TargetSpec.of(node, "optimizer"), *args)
-
-
-@pytest.fixture(scope="module")
-def wgan_gp():
-    return load_experiment("wgan_gp")
-
-
-@pytest.mark.slow  # trains whole runs (make test-fast leaves it out)
-def test_wgan_gp_example_trains_logs_and_reloads_both_optimizers(wgan_gp, tmp_path):
-    model, history = wgan_gp.main(str(tmp_path), epochs=2, samples=512, n_critic=3)
-    assert set(history.history) == {"critic_loss", "generator_loss", "gradient_penalty"}
-    assert all(np.isfinite(v).all() for v in history.history.values())
-    assert len(scalar_tags(tmp_path / "tensorboard" / "train")["epoch_critic_loss"]) == 2
-    critic, generator = model.optimizers["critic"], model.optimizers["generator"]
-    assert model.optimizer is critic  # the first named optimizer counts fit's steps
-    steps = 2 * 512 // 256
-    assert int(critic.iterations) == 3 * steps and int(generator.iterations) == steps
-
-    restored = keras.models.load_model(tmp_path / "wgan_gp.keras")
-    noise = np.random.default_rng(3).normal(size=(64, 2)).astype("float32")
-    np.testing.assert_array_equal(
-        restored.predict(noise, verbose=0), model.predict(noise, verbose=0)
-    )
-    for name, optimizer in model.optimizers.items():
-        reloaded = restored.optimizers[name]
-        assert len(reloaded.variables) == len(optimizer.variables) > 2  # Adam's slots too
-        for saved, loaded in zip(optimizer.variables, reloaded.variables, strict=True):
-            np.testing.assert_array_equal(loaded.numpy(), saved.numpy())
-    # Training goes on from the restored state, each optimizer on its own part.
-    restored.fit(wgan_gp.ring_of_gaussians(256), batch_size=256, epochs=1, verbose=0)
-    assert int(restored.optimizers["generator"].iterations) == steps + 1
 
 
 @pytest.mark.slow
