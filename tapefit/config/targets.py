@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import sys
@@ -43,22 +44,27 @@ def locate(path: str, key: str) -> Any:
     ensure_working_directory_importable()
     parts = path.split(".")
     module, found = None, 0
-    for end in range(len(parts), 0, -1):
+    for end in range(1, len(parts) + 1):  # shortest first: a failure is the module's own
         name = ".".join(parts[:end])
+        if module is not None and not hasattr(module, "__path__"):
+            break  # a module, not a package: the rest of the path are its attributes
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            break  # no such module: the rest of the path are attributes
         try:
             module = importlib.import_module(name)
-            found = end
-            break
-        except ModuleNotFoundError as error:
-            if error.name is not None and not name.startswith(error.name):
-                # the module exists but itself imports something missing
-                raise TapefitError(
-                    f"{key}={path}: importing {name} failed: {error}; install that package"
-                ) from None
+        except ModuleNotFoundError as error:  # the module itself imports something missing
+            raise TapefitError(
+                f"{key}={path}: importing {name} failed: {error}; install that package"
+            ) from None
         except Exception as error:
             raise TapefitError(
                 f"{key}={path}: importing {name} raised {type(error).__name__}: {error}"
             ) from None
+        found = end
     if module is None:
         raise TapefitError(
             f"{key}={path}: no module named {parts[0]!r}; run from the folder that holds "
