@@ -196,11 +196,12 @@ def _difference(
             f"trainer.export_formats: {where} returns outputs of shapes {shapes[1]} where the "
             f"Keras model returns {shapes[0]}; nothing was exported; leave {name} out"
         )
-    worst = 0.0
-    for want, have in zip(expected, got, strict=True):
-        if want.size:
-            gap = np.abs(want.astype("float64") - np.asarray(have).astype("float64"))
-            worst = max(worst, float(np.max(gap)))
+    gaps = [
+        np.max(np.abs(want.astype("float64") - np.asarray(have).astype("float64")))
+        for want, have in zip(expected, got, strict=True)
+        if want.size
+    ]
+    worst = float(np.max(gaps)) if gaps else 0.0  # NaN stays NaN (Python's max would drop it)
     if not math.isfinite(worst) or worst > tolerance:
         raise TapefitError(
             f"trainer.export_formats: {where} differs from the Keras model by {worst:.3g} on "
