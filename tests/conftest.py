@@ -326,8 +326,11 @@ LONGEST_FIRST = (
 
 
 def pytest_collection_modifyitems(config, items):
+    # Slow too: each test that took `module_seconds.SLOW_TEST_SECONDS` or more in the last
+    # whole run (tests/module_seconds.json), so `make test-fast` runs the unit tests only.
+    slow_tests = module_seconds.load_slow_tests()
     for item in items:
-        if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+        if item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES or item.nodeid in slow_tests:
             item.add_marker(pytest.mark.slow)
 
     # After those, whole modules, heaviest first (tests/module_seconds.json): the suite ends
@@ -342,3 +345,4 @@ def pytest_collection_modifyitems(config, items):
         return first, -seconds.get(item.nodeid.split("::")[0], 0.0)
 
     items.sort(key=rank)  # stable: within a module, the tests keep their order
+
