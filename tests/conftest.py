@@ -345,4 +345,3 @@ def pytest_collection_modifyitems(config, items):
         return first, -seconds.get(item.nodeid.split("::")[0], 0.0)
 
     items.sort(key=rank)  # stable: within a module, the tests keep their order
-
