@@ -83,8 +83,7 @@ def serving_endpoints(model: keras.Model) -> list[ExportEndpoint]:
     if callable(own):
         endpoints = []
         for name, (function, signature) in own().items():
-            params = list(inspect.signature(function).parameters)
-            names = params + [f"input_{i}" for i in range(len(params), len(signature))]
+            names = _argument_names(function, len(signature))
             endpoints.append(_endpoint(name, function, list(signature), names))
         return endpoints
 
@@ -92,6 +91,18 @@ def serving_endpoints(model: keras.Model) -> list[ExportEndpoint]:
         return model(*arguments, training=False)
 
     return [ExportEndpoint("serve", serve, None, ())]
+
+
+def _argument_names(function: Callable[..., Any], count: int) -> list[str]:
+    """A name for each of `count` positional arguments: the parameter's, `args_<i>` for those a
+    `*args` takes, `input_<i>` for any left over."""
+    names: list[str] = []
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind == parameter.VAR_POSITIONAL:
+            names += [f"{parameter.name}_{i}" for i in range(count - len(names))]
+        elif parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            names.append(parameter.name)
+    return names[:count] + [f"input_{i}" for i in range(len(names), count)]
 
 
 def _endpoint(

@@ -85,6 +85,20 @@ def test_spec_names_come_from_the_spec_or_the_parameters_with_a_suffix_for_neste
     assert len(packed) == 2 and list(packed[0]) == ["a", "b"] and packed[1] == "c"
 
 
+def test_arguments_a_star_args_endpoint_takes_are_named_by_position():
+    class Star(keras.Model):
+        def serving_endpoints(self):
+            def total(first, *rest):
+                return first + sum(rest)
+
+            x = tf.TensorSpec([None], tf.float32)
+            return {"total": (total, [x, x, x])}
+
+    [total] = serving_endpoints(Star())
+    assert [s.name for s in total.specs] == ["first", "rest_0", "rest_1"]
+    assert total.arguments([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0]
+
+
 def test_a_saved_model_takes_any_model_and_returns_its_endpoints():
     assert [e.name for e in check_exportable(Texts(), ["saved_model"])] == ["serve", "encode"]
     [serve] = check_exportable(tiny_classifier(), ["onnx", "litert", "openvino"])
