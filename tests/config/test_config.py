@@ -67,11 +67,6 @@ def test_sts_preset_is_the_recipe_its_page_measured(compose):
     )
 
 
-def test_overrides_apply(compose):
-    cfg = compose(["trainer.epochs=2", "optimizer.learning_rate=3e-4", "seed=7"])
-    assert (cfg.trainer.epochs, cfg.optimizer.learning_rate, cfg.seed) == (2, 3e-4, 7)
-
-
 @pytest.mark.parametrize("form", ["", "+", "++"])
 def test_a_misspelt_key_from_python_is_tapefits_line(compose, form, tmp_path):
     """The ordinary form is refused while composing; `+`/`++` add the key, which the run's
@@ -136,17 +131,3 @@ def test_bad_model_and_data_values_fail_before_anything_is_built(compose, overri
     with pytest.raises(TapefitError, match=message) as caught:
         check_config(compose(overrides))
     assert "\n" not in str(caught.value)
-
-
-def test_the_schemas_are_stored_once_a_process_and_compose_after_a_clear():
-    from hydra.core.config_store import ConfigStore
-
-    from tapefit.runner.composition import compose, register_schemas
-
-    register_schemas()
-    stored = ConfigStore.instance().repo["trainer"]["trainer_schema.yaml"]
-    register_schemas()
-    assert ConfigStore.instance().repo["trainer"]["trainer_schema.yaml"] is stored
-    del ConfigStore.instance().repo["trainer"]["trainer_schema.yaml"]  # as a cleared store
-    assert compose(["trainer.epochs=2"]).trainer.epochs == 2  # stored again when missing
-    assert "trainer_schema.yaml" in ConfigStore.instance().repo["trainer"]
