@@ -94,8 +94,8 @@ def serving_endpoints(model: keras.Model) -> list[ExportEndpoint]:
 
 
 def _argument_names(function: Callable[..., Any], count: int) -> list[str]:
-    """A name for each of `count` positional arguments: the parameter's, `args_<i>` for those a
-    `*args` takes, `input_<i>` for any left over."""
+    """A name for each of `count` positional arguments: the parameter's, `<name>_<i>` for those
+    a `*<name>` takes (`args_0`, `args_1`), `input_<i>` for any left over."""
     names: list[str] = []
     for parameter in inspect.signature(function).parameters.values():
         if parameter.kind == parameter.VAR_POSITIONAL:
