@@ -31,13 +31,6 @@ def check_same_config(
         Traceback (most recent call last):
         tapefit.errors.TapefitError: resume refused: ... in seed (0 -> 1); ...
     """
-    if "model.name" in saved and "model._target_" not in saved and not force:
-        raise TapefitError(
-            "resume refused: this run directory was checkpointed by a tapefit from before "
-            f"models, data and optimizers were _target_ configs (model.name={saved['model.name']}"
-            "); the same model=/data= options build the same model, so add force_resume=true "
-            "to resume it (its checkpointed config is then not compared)"
-        )
     differing = sorted(
         key
         for key in set(saved) | set(current)

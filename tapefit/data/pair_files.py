@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -123,11 +123,6 @@ class PairFileSpec:
     def positive_label(self) -> float:
         """The label of a row in a file without a label column: the most similar."""
         return 1.0 if self.label_type == LabelType.binary else self.label_range[1]
-
-    @classmethod
-    def from_config(cls, options: Any) -> PairFileSpec:
-        """The spec held by a config node that has (at least) these fields."""
-        return cls(**{spec_field.name: options[spec_field.name] for spec_field in fields(cls)})
 
 
 @dataclass

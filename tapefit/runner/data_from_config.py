@@ -64,7 +64,7 @@ def check_data(data: Any) -> Any:
     if not has_target(data):
         raise TapefitError(
             "data needs _target_: the loader to call, e.g. data=digits, or "
-            "data._target_=my_project.data.load (a renamed data.name: choose data=NAME)"
+            "data._target_=my_project.data.load"
         )
     owned = owned_keys(locate(data["_target_"], "data._target_"))
     loader = checked_target(data, "data", owned, SUPPLIED)

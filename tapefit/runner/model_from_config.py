@@ -38,7 +38,7 @@ def model_class(model: Any) -> Any:
     if not has_target(model):
         raise TapefitError(
             "model needs _target_: the TapeModel class to build, e.g. model=classifier, or "
-            "model._target_=my_project.models.Net (a renamed model.name: choose model=NAME)"
+            "model._target_=my_project.models.Net"
         )
     return locate(model._target_, "model._target_")
 

@@ -28,11 +28,10 @@ from tapefit.errors import TapefitError
 from tapefit.objective import check_objective
 from tapefit.runner.data_from_config import check_data
 from tapefit.runner.model_from_config import check_model, logged_metrics
+from tapefit.runner.optimizer_checks import check_optimizers, check_scheduler
 from tapefit.step.step_guards import OnNonFinite
 from tapefit.training.debugging import check_debug
-from tapefit.training.optimizers import check_optimizer_node, missing_target
 from tapefit.training.runtime import cluster_source, device_names
-from tapefit.training.schedules import SCHEDULE_ARGUMENTS, changes_learning_rate
 
 
 def _unknown_keys(node: Any, prefix: str) -> None:
@@ -167,37 +166,6 @@ def expected_logs(
     return logged
 
 
-def check_scheduler(cfg: Any) -> None:
-    """Refuse a `scheduler` node its `_target_` cannot take, and a schedule beside another
-    hand on the learning rate: ReduceLROnPlateau, or a schedule node as the optimizer's own
-    `learning_rate`."""
-    node = cfg.get("scheduler")
-    if node is None:
-        return
-    checked_target(node, "scheduler", supplied=SCHEDULE_ARGUMENTS)
-    if not changes_learning_rate(node):
-        return
-    plateau = cfg.callbacks.reduce_lr_on_plateau.enabled or any(
-        str(extra.get("_target_", "")).endswith("ReduceLROnPlateau")
-        for extra in cfg.callbacks.extra.values()
-    )
-    if plateau:
-        raise TapefitError(
-            f"scheduler._target_={node._target_} and ReduceLROnPlateau both set the learning "
-            "rate: choose one (scheduler=constant, or callbacks.reduce_lr_on_plateau.enabled"
-            "=false)"
-        )
-    optimizers = {f"optimizers.{n}": o for n, o in cfg.optimizers.items()} or {
-        "optimizer": cfg.optimizer
-    }
-    for key, options in optimizers.items():
-        if has_target(options.get("learning_rate")):
-            raise TapefitError(
-                f"{key}.learning_rate is a schedule and scheduler._target_={node._target_} "
-                f"is another: keep one (scheduler=constant, or a number as {key}.learning_rate)"
-            )
-
-
 def check_profile_batch(value: Any) -> None:
     """`callbacks.tensorboard.profile_batch`: a batch >= 0 (0: none) or "start,stop"."""
     key = "callbacks.tensorboard.profile_batch"
@@ -233,13 +201,7 @@ def check_config(cfg: Any) -> Any:
     at_least(
         cfg.callbacks.step_telemetry.every_n_steps, 1, "callbacks.step_telemetry.every_n_steps"
     )
-    optimizers = {f"optimizers.{n}": o for n, o in cfg.optimizers.items()} or {
-        "optimizer": cfg.optimizer
-    }
-    for key, options in optimizers.items():
-        if not has_target(options):
-            raise missing_target(key)
-        check_optimizer_node(options, key)
+    check_optimizers(cfg)
     check_scheduler(cfg)
     at_least(trainer.val_check_interval, 1, "trainer.val_check_interval", allow_null=True)
     check_profile_batch(cfg.callbacks.tensorboard.profile_batch)

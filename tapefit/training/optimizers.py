@@ -9,7 +9,6 @@ from typing import Any
 import keras
 
 from tapefit.config.target_spec import TargetSpec
-from tapefit.config.targets import checked_target
 from tapefit.errors import TapefitError
 
 TAPEFIT_KEYS = ("ema",)  # tapefit's own keys of an optimizer node, not arguments of its class
@@ -36,7 +35,7 @@ def build_optimizer(
     check_accumulation(gradient_accumulation_steps)
     arguments = {k: v for k, v in spec.arguments.items() if k not in TAPEFIT_KEYS}
     added: dict[str, Any] = {}  # what tapefit passes beside the configured arguments
-    ema = spec.arguments.get("ema")  # checked with the config (check_optimizer_node)
+    ema = spec.arguments.get("ema")  # checked with the config (runner.optimizer_checks)
     if ema is not None and "use_ema" not in arguments:  # `+optimizer.ema=true`
         added["use_ema"] = bool(ema)
     if gradient_accumulation_steps is not None and gradient_accumulation_steps > 1:
@@ -52,20 +51,6 @@ def build_optimizer(
     return optimizer
 
 
-def missing_target(key: str) -> TapefitError:
-    """The one-line refusal of an optimizer node without `_target_` at `key`.
-
-    Example:
-        >>> str(missing_target("optimizers.critic"))  # doctest: +ELLIPSIS
-        'optimizers.critic needs _target_: ... optimizers.critic._target_=keras.optimizers.Adam'
-    """
-    choose = "optimizer=adamw, or " if key == "optimizer" else ""
-    return TapefitError(
-        f"{key} needs _target_: the optimizer class to build, e.g. {choose}"
-        f"{key}._target_=keras.optimizers.Adam"
-    )
-
-
 def check_accumulation(steps: int | None) -> None:
     """`trainer.gradient_accumulation_steps` is null (off) or at least 1."""
     if steps is not None and steps < 1:
@@ -73,32 +58,3 @@ def check_accumulation(steps: int | None) -> None:
             f"trainer.gradient_accumulation_steps={steps} must be null (off) or a number of "
             "batches >= 1"
         )
-
-
-def check_optimizer_node(node: Any, key: str = "optimizer") -> None:
-    """Refuse, before anything is built, an optimizer node whose arguments its `_target_` does
-    not take or whose types are wrong, and a `name` that reads like the old way of choosing
-    the class (it would only rename the optimizer).
-
-    Raises:
-        TapefitError: one line naming the key, e.g. `optimizer.beta1: Adam takes no argument
-            'beta1' (did you mean optimizer.beta_1?)`.
-    """
-    ema = node.get("ema")
-    if ema is not None and not isinstance(ema, bool):
-        raise TapefitError(f"{key}.ema={ema} must be true or false")
-    target = checked_target(node, key, exclude=TAPEFIT_KEYS)
-    name = node.get("name")
-    if isinstance(name, str) and name != getattr(target, "__name__", "").lower():
-        try:
-            named = type(keras.optimizers.get(name))
-        except (ValueError, TypeError):
-            return
-        raise TapefitError(
-            f"{key}.name={name} no longer chooses the optimizer class ({key}._target_ does, "
-            f"here {node._target_}): choose {key}={name} or set "
-            f"{key}._target_=keras.optimizers.{named.__name__}"
-        )
-    learning_rate = node.get("learning_rate")
-    if isinstance(learning_rate, int | float) and not learning_rate > 0:
-        raise TapefitError(f"{key}.learning_rate={learning_rate} must be > 0")

@@ -33,27 +33,6 @@ SCHEDULE_ARGUMENTS = ("learning_rate", "total_steps", "steps_per_epoch")  # tape
 CONSTANT = "tapefit.training.schedules.constant"
 
 
-def changes_learning_rate(node: Any) -> bool:
-    """Whether a `scheduler` node moves the learning rate during the run (anything but
-    `scheduler=constant` without warmup), so nothing else may (ReduceLROnPlateau).
-
-    Args:
-        node: The `scheduler` config node, or None.
-
-    Returns:
-        True for a schedule that is not the constant learning rate.
-
-    Example:
-        >>> changes_learning_rate({"_target_": CONSTANT, "warmup_steps": 0})
-        False
-    """
-    if node is None:
-        return False
-    if node.get("_target_") != CONSTANT:
-        return True
-    return bool(node.get("warmup_steps") or node.get("warmup_fraction"))
-
-
 @keras.saving.register_keras_serializable(package="tapefit")
 class Warmup(LearningRateSchedule):
     """A linear warmup from `initial` to `peak` over `warmup_steps`, then `decay` (counted

@@ -146,12 +146,13 @@ def test_a_resume_with_another_config_is_refused_naming_the_keys(
     assert status(tmp_path)["state"] == "completed"
 
 
-def test_a_run_checkpointed_before_target_configs_resumes_when_forced(
+def test_a_run_checkpointed_with_other_config_keys_resumes_when_forced(
     uninterrupted, compose, tmp_path, killed_in_epoch_3
 ):
-    """A run directory whose checkpoints record `model.name=classifier` (tapefit before every
-    model was a `_target_` config) is refused in one line saying how to resume it; forced,
-    it ends with the same weights as the uninterrupted run."""
+    """A run directory whose checkpoints record other keys for the same model (here
+    `model.name=classifier` for the model's `_target_` and arguments) is refused in one line
+    naming them and saying how to resume it; forced, it ends with the same weights as the
+    uninterrupted run."""
     copy_killed(killed_in_epoch_3, tmp_path)
     for marker in (tmp_path / "resume").glob("*.json"):
         metadata = json.loads(marker.read_text())
@@ -163,7 +164,7 @@ def test_a_run_checkpointed_before_target_configs_resumes_when_forced(
         marker.write_text(json.dumps(metadata))
     refused = refusal(compose, tmp_path, "resume=true")
     assert "\n" not in refused  # one line
-    assert "from before models, data and optimizers were _target_ configs" in refused
+    assert "the config differs from the checkpointed run's in data._target_ (None -> " in refused
     assert "add force_resume=true" in refused
     forced = drive(tmp_path, "none", "resume=true", "force_resume=true")
     assert forced.returncode == 0, forced.stderr[-2000:]

@@ -201,10 +201,6 @@ def test_optimizer_ema_is_keras_use_ema(compose, overrides, use_ema):
         (["optimizer.learning_rate=fast"], "optimizer.learning_rate='fast' must be a number"),
         (["optimizer.learning_rate=0"], r"optimizer.learning_rate=0 must be > 0"),
         (
-            ["+optimizer.name=adamw"],
-            r"optimizer.name=adamw no longer chooses the optimizer class.*choose optimizer=adamw",
-        ),
-        (
             ["optimizer=sgd", "optimizer._target_=builtins.dict"],
             "built a dict, not a keras.optimizers.Optimizer",
         ),

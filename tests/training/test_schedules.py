@@ -8,7 +8,7 @@ import pytest
 
 from tapefit.errors import TapefitError
 from tapefit.training import schedules
-from tapefit.training.schedules import CONSTANT, Warmup, changes_learning_rate, warmup_length
+from tapefit.training.schedules import Warmup, warmup_length
 
 
 def values(schedule, steps):
@@ -155,12 +155,3 @@ def test_bad_schedule_settings_are_refused_in_one_line(make, message):
     with pytest.raises(TapefitError) as refused:
         make()
     assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
-
-
-def test_only_a_constant_rate_without_warmup_leaves_the_learning_rate_alone():
-    assert changes_learning_rate(None) is False
-    assert changes_learning_rate({"_target_": CONSTANT, "warmup_steps": 0}) is False
-    assert changes_learning_rate({"_target_": CONSTANT, "warmup_steps": 3}) is True
-    assert changes_learning_rate({"_target_": CONSTANT, "warmup_fraction": 0.1}) is True
-    cosine = {"_target_": "tapefit.training.schedules.cosine", "warmup_steps": 0}
-    assert changes_learning_rate(cosine) is True
