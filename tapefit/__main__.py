@@ -116,10 +116,11 @@ def failure_value(cfg: DictConfig) -> float:
     """What a job refused before its run resolved an objective returns to a sweeper: the worst
     value for the configured objective's direction (-inf when higher is better). Optuna
     records it and goes on; NaN would abort its sweep."""
+    from tapefit.runner.model_from_config import model_class
     from tapefit.runner.spec import objective_of
 
     try:
-        return objective_of(cfg).worst
+        return objective_of(cfg, model_class(cfg.model)).worst
     except TapefitError:
         return math.nan
 

@@ -49,6 +49,7 @@ def report_for(overrides: Sequence[str], config_dir: str | None = None) -> Any:
     from tapefit.readiness import readiness_of
     from tapefit.runner import preparation
     from tapefit.runner.composition import compose
+    from tapefit.runner.data_from_config import load_checked_data
     from tapefit.runner.spec import RunSpec
     from tapefit.runner.validation import check_config
 
@@ -63,10 +64,9 @@ def report_for(overrides: Sequence[str], config_dir: str | None = None) -> Any:
     except CompactHydraException as error:
         line = misspelt_override_line(error)
         raise TapefitError(line or str(error).strip().splitlines()[0]) from None
-    check_config(cfg)
-    spec = RunSpec.of(cfg)
+    spec = RunSpec.of(cfg, located=check_config(cfg))
     strategy = preparation.prepare(cfg.seed, spec.trainer)
-    data = preparation.build_data(cfg)
+    data = load_checked_data(cfg.data, cfg.seed)
     require_labels(
         data, ("train", "val", "test"), "a run trains and tests on labelled images"
     )  # as a run would

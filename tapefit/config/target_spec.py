@@ -23,6 +23,8 @@ class TargetSpec:
         checked: The run's checks (`tapefit.runner.validation.check_config`) have passed
             these arguments against the target's signature, types and `check_options`, so
             building it checks nothing again.
+        located: The class or function `target` names, when the edge has imported it
+            already (the model's class): building it does not import it again.
 
     Example:
         >>> node = {"_target_": "keras.optimizers.SGD", "learning_rate": 0.5}
@@ -35,16 +37,22 @@ class TargetSpec:
     target: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
     checked: bool = False
+    located: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(
-        cls, node: Mapping[str, Any], key: str, exclude: Iterable[str] = (), checked: bool = False
+        cls,
+        node: Mapping[str, Any],
+        key: str,
+        exclude: Iterable[str] = (),
+        checked: bool = False,
+        located: Any = None,
     ) -> TargetSpec:
         """The spec of a `_target_` node (a config node or a plain mapping), without the keys
         in `exclude` (tapefit's own switches, such as a callback's `enabled`) and those the
         config leaves `???` (required, for something else to supply)."""
         arguments = plain_arguments(node, ("_target_", *exclude), enum_to_str=True)
-        return cls(key, str(node["_target_"]), arguments, checked)
+        return cls(key, str(node["_target_"]), arguments, checked, located)
 
     def node(self) -> dict[str, Any]:
         """The `{"_target_": ..., **arguments}` mapping Hydra's `instantiate` builds."""
@@ -53,4 +61,6 @@ class TargetSpec:
     def build(self, **extra: Any) -> Any:
         """The object, called with its arguments and `extra` (what tapefit adds: a schedule's
         learning rate, a callback's `log_dir`); checked first unless `checked`."""
-        return instantiate(self.node(), self.key, check=not self.checked, **extra)
+        return instantiate(
+            self.node(), self.key, check=not self.checked, located=self.located, **extra
+        )

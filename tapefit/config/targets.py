@@ -226,11 +226,14 @@ def plain_arguments(
     return {key: value for key, value in node.items() if key not in skipped}
 
 
-def checked_target(node: Any, key: str, exclude: Iterable[str] = (), supplied=()) -> Callable:
-    """Import `node._target_` and check the node's arguments against its signature, the
-    types its hints (or defaults) allow, and the target's own `check_options(arguments)`
-    when it has one (value checks a signature cannot say: ranges, combinations)."""
-    target = locate(node["_target_"], f"{key}._target_")
+def checked_target(
+    node: Any, key: str, exclude: Iterable[str] = (), supplied=(), target: Any = None
+) -> Callable:
+    """Import `node._target_` (unless the caller `target` located it already) and check the
+    node's arguments against its signature, the types its hints (or defaults) allow, and the
+    target's own `check_options(arguments)` when it has one (value checks a signature cannot
+    say: ranges, combinations)."""
+    target = target or locate(node["_target_"], f"{key}._target_")
     if not callable(target):
         raise TapefitError(f"{key}._target_={node['_target_']} is not callable")
     arguments = target_arguments(node, exclude)
@@ -243,20 +246,31 @@ def checked_target(node: Any, key: str, exclude: Iterable[str] = (), supplied=()
 
 
 def instantiate(
-    node: Any, key: str, exclude: Iterable[str] = (), *, check: bool = True, **extra: Any
+    node: Any,
+    key: str,
+    exclude: Iterable[str] = (),
+    *,
+    check: bool = True,
+    located: Any = None,
+    **extra: Any,
 ) -> Any:
     """Build `node` as Hydra's `instantiate` would, after the checks of `checked_target`
-    (`check=False`: the run's checks passed this node already); `extra` are keyword arguments
-    tapefit adds. An exception the target raises becomes one line naming it."""
+    (`check=False`: the run's checks passed this node already); `located`: the class or
+    function `node._target_` names, when the caller has it (it is not imported again);
+    `extra` are keyword arguments tapefit adds. An exception the target raises becomes one
+    line naming it."""
     from hydra.utils import instantiate as hydra_instantiate
 
     if check:
-        target = checked_target(node, key, exclude, supplied=extra)
+        target = checked_target(node, key, exclude, supplied=extra, target=located)
     else:
-        target = locate(node["_target_"], f"{key}._target_")
+        target = located or locate(node["_target_"], f"{key}._target_")
     arguments = {k: node[k] for k in node if k not in set(exclude) and k != "_target_"}
     config = OmegaConf.create({"_target_": node["_target_"], **arguments})
     try:
+        if located is not None:  # called here: Hydra would import its path again
+            del config["_target_"]  # Hydra builds the arguments' own `_target_` nodes
+            return target(**hydra_instantiate(config, _convert_="all"), **extra)
         return hydra_instantiate(config, _convert_="all", **extra)
     except TapefitError:
         raise

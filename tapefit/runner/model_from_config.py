@@ -7,6 +7,7 @@ class before it exists: the run's default objective."""
 from __future__ import annotations
 
 import inspect
+from dataclasses import replace
 from typing import Any
 
 import keras
@@ -61,7 +62,7 @@ def check_model(model: Any, data: Any) -> Any:
             f"model._target_={model._target_} is not a tapefit.TapeModel subclass: "
             + NOT_A_TAPE_MODEL
         )
-    checked = checked_target(model, "model", supplied=required_arguments(target))
+    checked = checked_target(model, "model", supplied=required_arguments(target), target=target)
     check_tokenizer(model, data, target)
     return checked
 
@@ -116,7 +117,8 @@ def build_model_from_config(
     `_target_`, for the error; `init_from`: the run whose weights the model will start from
     (its vocabulary replaces the data's)."""
     spec = model if isinstance(model, TargetSpec) else TargetSpec.of(model, "model")
-    target = target or locate(spec.target, "model._target_")
+    target = target or spec.located or locate(spec.target, "model._target_")
+    spec = replace(spec, located=target)  # built without importing it again
     offered = hook(data, "model_arguments")
     accepted = set(accepted_arguments(target)[0])
     given = spec.arguments

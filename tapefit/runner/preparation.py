@@ -48,7 +48,15 @@ def prepare(seed: int, trainer: TrainerConfig) -> tf.distribute.Strategy:
 
 
 def build_data(cfg: Any) -> Any:
-    """The run's data object: what the loader `cfg.data._target_` returns, as pipelines."""
+    """The data of a composed config, loaded from Python (the run itself loads it through its
+    `load_data` hook): what the loader `cfg.data._target_` returns, as pipelines, after the
+    data node's checks.
+
+    Example:
+        >>> import tapefit
+        >>> build_data(tapefit.compose(["data.train_limit=64"])).sizes["train"]
+        64
+    """
     return load_data(cfg.data, cfg.seed)
 
 

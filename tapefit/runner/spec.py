@@ -88,7 +88,7 @@ class RunSpec:
         has them already (`check_config` returns the class)."""
         trainer = typed(TrainerConfig, cfg.trainer)
         target = located or model_class(cfg.model)
-        name = cfg.objective or default_objective(cfg.data, target)
+        name = objective_name(cfg, target)
         try:
             objective, refusal = objective_of(cfg, target, name), ""
         except TapefitError as error:
@@ -101,7 +101,7 @@ class RunSpec:
             resolved_objective=objective,
             objective_refusal=refusal,
             model_class=target,
-            model=TargetSpec.of(cfg.model, "model", checked=True),
+            model=TargetSpec.of(cfg.model, "model", checked=True, located=target),
             data_target=str(cfg.data.get("_target_", "the data")),
             compile=compile_settings(cfg, trainer),
             callbacks=callback_settings(cfg.callbacks),
@@ -189,15 +189,25 @@ def checkpoint_policy(cfg: DictConfig, snapshot: dict[str, Any] | None = None) -
     )
 
 
-def objective_of(cfg: DictConfig, target: Any = None, name: str | None = None) -> Objective:
-    """The run's objective: `objective`, or the model's default validation metric, with
-    its direction (`objective_direction`) and mode (`objective_mode`).
+def objective_name(cfg: DictConfig, target: Any) -> str:
+    """The metric the run selects on: `objective`, or the default validation metric of the
+    model class `target` (located by `check_config`) for the run's data."""
+    return cfg.objective or default_objective(cfg.data, target)
+
+
+def objective_of(cfg: DictConfig, target: Any, name: str | None = None) -> Objective:
+    """The run's objective: `objective_name` (or `name`, when the caller has it), with its
+    direction (`objective_direction`) and mode (`objective_mode`).
+
+    Args:
+        cfg: The composed config.
+        target: The model's class, as `check_config` returned it.
+        name: The objective's name, when the caller has resolved it already.
 
     Raises:
         TapefitError: `objective_direction=auto` for a metric whose direction is not known.
     """
-    target = target or model_class(cfg.model)
-    name = name or cfg.objective or default_objective(cfg.data, target)
+    name = name or objective_name(cfg, target)
     direction = resolve_direction(
         name, cfg.get("objective_direction", "auto"), "objective_direction"
     )

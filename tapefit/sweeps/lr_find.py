@@ -20,11 +20,13 @@ import keras
 import numpy as np
 from omegaconf import DictConfig
 
-from tapefit.config.schemas import LrFindConfig, TrainerConfig
+from tapefit.config.schemas import LrFindConfig
 from tapefit.config.typed import typed
 from tapefit.errors import TapefitError
 from tapefit.files import write_json, write_png
-from tapefit.runner.preparation import build_data, build_model, prepare
+from tapefit.runner.data_from_config import load_checked_data
+from tapefit.runner.optimizer_checks import optimizer_nodes
+from tapefit.runner.preparation import build_model, prepare
 from tapefit.runner.spec import RunSpec
 
 log = logging.getLogger("tapefit")
@@ -150,16 +152,16 @@ def find(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
 
     settings = typed(LrFindConfig, cfg.tune.lr_find)  # the edge: below it, typed settings
     check_settings(settings)
-    keys = [f"optimizers.{n}" for n in cfg.optimizers] or ["optimizer"]
+    keys = list(optimizer_nodes(cfg))
     test_cfg = copy.deepcopy(cfg)
     test_cfg.scheduler = None  # the test sets the rate itself, step by step
     test_cfg.trainer.steps_per_execution = 1  # so that it can, every step
-    check_config(test_cfg)
+    spec = RunSpec.of(test_cfg, located=check_config(test_cfg))
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    strategy = prepare(test_cfg.seed, typed(TrainerConfig, test_cfg.trainer))
-    data = build_data(test_cfg)
-    model = build_model(RunSpec.of(test_cfg), data, strategy)
+    strategy = prepare(test_cfg.seed, spec.trainer)
+    data = load_checked_data(test_cfg.data, test_cfg.seed)
+    model = build_model(spec, data, strategy)
     test = RangeTest(
         settings.min_lr,
         settings.max_lr,

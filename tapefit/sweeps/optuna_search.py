@@ -292,8 +292,7 @@ def search(cfg: DictConfig, search_dir: str | Path, overrides: list[str] | None 
     """
     optuna = require_optuna()
     search_dir = Path(search_dir)
-    check_config(cfg)
-    spec = SearchSpec.of(cfg)  # refuses an objective whose direction it cannot tell
+    spec = SearchSpec.of(cfg, check_config(cfg))  # refuses an objective of unknown direction
     check_space(spec)
     check_optuna(spec)
     host = socket.gethostname()

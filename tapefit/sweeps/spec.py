@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from tapefit.config.schemas import TuneConfig
 from tapefit.config.typed import typed
 from tapefit.objective import Objective
+from tapefit.runner.model_from_config import model_class
 from tapefit.runner.spec import objective_of
 
 
@@ -71,14 +72,16 @@ class SearchSpec:
         return frozenset(key for key, value in self.configured.items() if value is None)
 
     @classmethod
-    def of(cls, cfg: DictConfig) -> SearchSpec:
-        """The specification of the composed `cfg` (checked before: `check_config`).
+    def of(cls, cfg: DictConfig, located: Any = None) -> SearchSpec:
+        """The specification of the composed `cfg` (checked before: `check_config`, which
+        returns the model's class: `located`, not imported again).
 
         Raises:
             TapefitError: The objective's direction is `auto` and its name one `auto` does
                 not know (the first thing a search refuses after `check_config`).
         """
-        objective = objective_of(cfg)  # its direction stated or known, or refused
+        target = located or model_class(cfg.model)
+        objective = objective_of(cfg, target)  # its direction stated or known, or refused
         tune = typed(TuneConfig, cfg.tune)
         configured = {}
         for key in tune.space:

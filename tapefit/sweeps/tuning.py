@@ -209,8 +209,7 @@ def search(cfg: DictConfig, search_dir: str | Path, overrides: list[str] | None 
         '2'
     """
     search_dir = Path(search_dir)
-    check_config(cfg)
-    spec = SearchSpec.of(cfg)  # refuses an objective whose direction it cannot tell
+    spec = SearchSpec.of(cfg, check_config(cfg))  # refuses an objective of unknown direction
     name = spec.objective.name
     check_space(spec)
     check_no_optuna_keys(spec.tune)

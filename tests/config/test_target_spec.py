@@ -38,3 +38,16 @@ def test_what_tapefit_adds_is_passed_beside_the_arguments():
     spec = TargetSpec("scheduler", "tapefit.training.schedules.linear", {}, checked=True)
     schedule = spec.build(learning_rate=1.0, total_steps=11, steps_per_epoch=None)
     assert [float(schedule(step)) for step in (0, 10)] == [1.0, 0.0]
+
+
+def test_a_located_target_is_built_without_importing_its_path_again():
+    class Built:
+        def __init__(self, size, scale=1):
+            self.size, self.scale = size, scale
+
+    spec = TargetSpec("model", "nowhere.Built", {"size": 3}, checked=True, located=Built)
+    built = spec.build(scale=2)  # "nowhere" is no module: the path is not imported
+    assert isinstance(built, Built) and (built.size, built.scale) == (3, 2)
+    unchecked = TargetSpec("model", "nowhere.Built", {"sise": 3}, located=Built)
+    with pytest.raises(TapefitError, match=r"model.sise: .*Built takes no argument 'sise'"):
+        unchecked.build()

@@ -144,3 +144,27 @@ def test_a_typed_node_resolves_interpolations_through_the_whole_config(compose):
     assert RunSpec.of(cfg).trainer.validation_steps == 7
     cfg = compose(["trainer.validation_steps=${seed}", "seed=3"])
     assert typed(TrainerConfig, cfg.trainer).validation_steps == 3
+
+
+def test_the_model_class_check_config_located_is_the_one_the_run_builds(compose, monkeypatch):
+    """`check_config` locates the model's class; the spec, the objective and the build take it
+    from there and import nothing again."""
+    from tapefit.config import targets
+    from tapefit.runner import model_from_config
+    from tapefit.runner.model_from_config import build_model_from_config
+    from tapefit.runner.preparation import build_data
+    from tapefit.runner.validation import check_config
+
+    cfg = compose(["model.architecture=mlp", "data.train_limit=64"])
+    data = build_data(cfg)
+    located = check_config(cfg)
+    paths = []
+    for module in (targets, model_from_config):
+        real = module.locate
+        monkeypatch.setattr(
+            module, "locate", lambda path, key, real=real: paths.append(key) or real(path, key)
+        )
+    spec = RunSpec.of(cfg, located=located)
+    model = build_model_from_config(spec.model, data)
+    assert spec.model_class is located and spec.model.located is located
+    assert type(model) is located and "model._target_" not in paths
