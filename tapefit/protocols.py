@@ -33,6 +33,8 @@ Pair loss (the `loss` a `SiameseModel` trains with; tapefit's own in `tapefit.mo
 - `to_label_scale(similarities)`: the loss's map from cosine similarity back onto the labels'
   range (only a loss that regresses the labels, `cosine_mse`, has one); a model's
   `similarity_to_label` is this.
+- `label_type`: `graded` or `binary`, the labels the loss needs (None: either); a run whose
+  `data.label_type` differs is refused, naming the losses for its labels.
 
 Data (what the loader `data._target_` names returns):
 
@@ -49,6 +51,9 @@ Data (what the loader `data._target_` names returns):
   by split name, named tuples with `texts_a`, `texts_b` and `labels`, as
   `tapefit.data.pairs.PairSplit`), `inputs(split)` (a split's text batches, in order),
   `label_type` and `read_counts()`.
+- For `trainer.shard_policy=file` (each worker reads its own training files):
+  `sharded_by_file(workers, index)`, the same data reading only worker `index`'s share of the
+  files, listed in its `train_files`.
 
 Loader (the callable `data._target_` names): `check_options(options)`, as for a model.
 
@@ -102,6 +107,7 @@ class PairLossHooks(Protocol):
 
     uses_text_ids: bool
     uses_negatives: bool
+    label_type: str | None
 
     def to_label_scale(self, similarities: Any) -> Any: ...
 
@@ -118,6 +124,18 @@ class DataHooks(Protocol):
     def diagnose(self, error: Exception) -> Exception | None: ...
 
     def input_columns(self, split: str) -> Mapping[str, list[Any]]: ...
+
+    splits: Mapping[str, Any]
+
+    def inputs(self, split: str, batch_size: int = 256) -> Any: ...
+
+    label_type: str
+
+    def read_counts(self) -> dict[str, int]: ...
+
+    train_files: list[Path]
+
+    def sharded_by_file(self, workers: int, index: int) -> DataHooks: ...
 
 
 class CallbackHooks(Protocol):

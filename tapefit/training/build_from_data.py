@@ -11,9 +11,11 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tapefit.data.splits import Splits
 from tapefit.errors import TapefitError
 from tapefit.keras_compat import compiled_parts, flatten_layers
 from tapefit.step.symbolic import builds_weights
+from tapefit.step.tape_model import TapeModel
 
 log = logging.getLogger("tapefit")
 
@@ -74,11 +76,10 @@ def build_step_variables(model: keras.Model, dataset: tf.data.Dataset) -> None:
     later calls create none: with everything built up front the train step is traced once
     (measured by `experiments/startup_benchmark.py`).
     """
-    if hasattr(model, "build_from_batch") and any(
-        part is not None and not part.built for part in compiled_parts(model)
-    ):
+    tape_model = isinstance(model, TapeModel)
+    if tape_model and any(part is not None and not part.built for part in compiled_parts(model)):
         model.build_from_batch(symbolic_batch(dataset))
-    if hasattr(model, "build_optimizers_ahead"):
+    if tape_model:
         # One optimizer updates every trainable variable; several (a GAN's) each update the
         # part the model declares (`variables_by_optimizer`), or, undeclared, the part the step
         # gives them, known only when it runs: they are built there.
@@ -111,7 +112,7 @@ def check_epoch_lengths(
                 f"the {name} dataset repeats forever (.repeat()) and {key} is not set, so its "
                 f"first epoch would never end: set {key}=N (batches per epoch), or drop .repeat()"
             )
-        given = getattr(data, "given", {}).values()  # a user loader's own datasets
+        given = data.given.values() if isinstance(data, Splits) else ()  # a loader's datasets
         if length == tf.data.UNKNOWN_CARDINALITY and any(split is d for d in given):
             log.warning(
                 "the %s dataset's length is unknown to TensorFlow (a filter or a generator): "

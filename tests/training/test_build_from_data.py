@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import tapefit
+from tapefit.data.splits import PipelineOptions, Splits
 from tapefit.errors import TapefitError
 from tapefit.training.build_from_data import (
     build_before_training,
@@ -118,27 +119,30 @@ def test_keras_wrapped_errors_give_their_cause_line_without_colours():
     assert keras_message(ValueError("")) == ""
 
 
-class Splits:
-    def __init__(self, train, val=None, given=None):
-        self.train, self.val, self.given = train, val, given or {}
+def data_of(train, val=None, given=False):
+    """The run's data over `train`/`val`: datasets a loader returned (`given`), or tapefit's
+    own pipelines over its arrays."""
+    held = {"train": train, "val": val}
+    arrays = {} if given else {name: None for name, split in held.items() if split is not None}
+    return Splits(train, val, None, {}, arrays, PipelineOptions(), 0)
 
 
 def test_a_dataset_repeating_forever_needs_the_steps_that_end_its_epoch(caplog):
     forever = BATCHED.repeat()
     with pytest.raises(TapefitError) as refused:
-        check_epoch_lengths(Splits(forever, BATCHED), None, None)
+        check_epoch_lengths(data_of(forever, BATCHED), None, None)
     assert str(refused.value) == (
         "the training dataset repeats forever (.repeat()) and trainer.steps_per_epoch is not "
         "set, so its first epoch would never end: set trainer.steps_per_epoch=N (batches per "
         "epoch), or drop .repeat()"
     )
     with pytest.raises(TapefitError, match=r"^the validation dataset .* trainer\.validation_steps"):
-        check_epoch_lengths(Splits(BATCHED, forever), None, None)
-    check_epoch_lengths(Splits(forever, forever), 5, 2)  # both ended by their steps
+        check_epoch_lengths(data_of(BATCHED, forever), None, None)
+    check_epoch_lengths(data_of(forever, forever), 5, 2)  # both ended by their steps
     filtered = BATCHED.filter(lambda x, y: True)  # a length TensorFlow cannot know
     with caplog.at_level(logging.WARNING, logger="tapefit"):
-        check_epoch_lengths(Splits(filtered), None, None)  # tapefit's own: no warning
-        check_epoch_lengths(Splits(filtered, given={"train": filtered}), None, None)
+        check_epoch_lengths(data_of(filtered), None, None)  # tapefit's own: no warning
+        check_epoch_lengths(data_of(filtered, given=True), None, None)
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "the training dataset's length is unknown to TensorFlow (a filter or a generator)"
     ]
