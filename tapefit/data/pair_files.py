@@ -136,13 +136,6 @@ class PairRows:
     skipped_lines: list[int] = field(default_factory=list)
     negatives: np.ndarray | None = None  # each row's hard negative, with data.negative_column
 
-    @property
-    def split(self) -> tuple[np.ndarray, ...]:
-        """`(texts_a, texts_b, labels)`, plus the negatives when the file has them (the
-        reader makes them a `PairSplit` or `TripletSplit`)."""
-        parts = (self.texts_a, self.texts_b, self.labels)
-        return parts if self.negatives is None else (*parts, self.negatives)
-
 
 def resolve_format(path: Path, spec: PairFileSpec) -> str:
     """The file's format: as configured, or from its extension when `auto`."""

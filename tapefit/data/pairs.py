@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import tensorflow as tf
 
-from tapefit.data.pair_files import LabelType, PairFileSpec, read_pair_file
+from tapefit.data.pair_files import LabelType, PairFileSpec, PairRows, read_pair_file
 from tapefit.data.pair_paths import expand_paths
 from tapefit.data.pipeline import make_pipeline
 from tapefit.data.synthetic_pairs import (
@@ -75,9 +75,12 @@ class TripletSplit(NamedTuple):
 Split = PairSplit | TripletSplit
 
 
-def named_split(parts: tuple[np.ndarray, ...]) -> Split:
-    """`(texts_a, texts_b, labels[, negatives])` arrays as a `PairSplit` or `TripletSplit`."""
-    return PairSplit(*parts) if len(parts) == 3 else TripletSplit(*parts)
+def split_of(rows: PairRows) -> Split:
+    """A file's pairs as the split they make: a `TripletSplit` when the file brings a hard
+    negative per row (`data.negative_column`), else a `PairSplit`."""
+    if rows.negatives is None:
+        return PairSplit(rows.texts_a, rows.texts_b, rows.labels)
+    return TripletSplit(rows.texts_a, rows.texts_b, rows.labels, rows.negatives)
 
 
 @dataclass
@@ -288,7 +291,7 @@ def read_pair_files(
     parts, skipped = [], 0
     for file in files:
         rows = read_pair_file(file, spec)
-        parts.append(named_split(rows.split))
+        parts.append(split_of(rows))
         skipped += rows.skipped
         held = sum(len(part.labels) for part in parts)
         if max_pairs is not None and held > max_pairs:
@@ -297,7 +300,8 @@ def read_pair_files(
                 f"{file}): the whole-split metrics keep them in memory; use a smaller held-out "
                 "set or raise the limit"
             )
-    split = named_split(tuple(np.concatenate(arrays) for arrays in zip(*parts, strict=True)))
+    kind = type(parts[0])  # every file read with the same columns
+    split = kind(*(np.concatenate(arrays) for arrays in zip(*parts, strict=True)))
     return split, skipped
 
 

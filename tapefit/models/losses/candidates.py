@@ -3,12 +3,33 @@ positives, explicit hard negatives, and which of them are not true negatives."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import tensorflow as tf
 
 
-def batch_candidates(pair_embeddings: tf.Tensor, text_ids: tf.Tensor, across_replicas: bool):
+class BatchCandidates(NamedTuple):
+    """A replica's rows and the candidate rows its anchors are ranked against."""
+
+    anchors: tf.Tensor  # (batch, dim): this replica's anchors
+    positives: tf.Tensor  # (batch, dim): their positives
+    ids: tf.Tensor  # (batch, 2): the rows' text fingerprints
+    all_anchors: tf.Tensor  # (candidates, dim): every candidate row's anchor
+    all_positives: tf.Tensor  # (candidates, dim): every candidate row's positive
+    all_ids: tf.Tensor  # (candidates, 2): their fingerprints
+    targets: tf.Tensor  # (batch,): each row's own index among the candidates
+
+
+class HardNegatives(NamedTuple):
+    """The batch's explicit hard negatives as extra candidates."""
+
+    negatives: tf.Tensor  # (candidates, dim)
+    masked: tf.Tensor  # (batch, candidates): where one is not a negative of a row
+
+
+def batch_candidates(
+    pair_embeddings: tf.Tensor, text_ids: tf.Tensor, across_replicas: bool
+) -> BatchCandidates:
     """The rows a batch's in-batch negatives are drawn from: this replica's rows, or, with
     `across_replicas` under a distribution strategy, every replica's (an all-gather).
 
@@ -22,14 +43,14 @@ def batch_candidates(pair_embeddings: tf.Tensor, text_ids: tf.Tensor, across_rep
         across_replicas: Gather every replica's rows when more than one is in sync.
 
     Returns:
-        `(anchors, positives, ids, all_anchors, all_positives, all_ids, targets)`: this
-        replica's rows, the candidate rows, and each row's own index among the candidates.
+        `BatchCandidates`: this replica's rows, the candidate rows, and each row's own index
+        among the candidates.
 
     Example:
         >>> import numpy as np
         >>> ids = np.arange(6).reshape(3, 2)
         >>> rows = batch_candidates(np.zeros((3, 2, 4), "float32"), ids, across_replicas=True)
-        >>> rows[-1].numpy().tolist()  # one replica: a row is its own candidate
+        >>> rows.targets.numpy().tolist()  # one replica: a row is its own candidate
         [0, 1, 2]
     """
     pair_embeddings = tf.convert_to_tensor(pair_embeddings)
@@ -45,7 +66,7 @@ def batch_candidates(pair_embeddings: tf.Tensor, text_ids: tf.Tensor, across_rep
         all_positives = context.all_gather(positives, axis=0)
         all_ids = context.all_gather(ids, axis=0)
     targets = offset + tf.range(tf.shape(anchors)[0])
-    return anchors, positives, ids, all_anchors, all_positives, all_ids, targets
+    return BatchCandidates(anchors, positives, ids, all_anchors, all_positives, all_ids, targets)
 
 
 def _row_ids(text_ids: Any, embeddings: tf.Tensor) -> tf.Tensor:
@@ -55,7 +76,7 @@ def _row_ids(text_ids: Any, embeddings: tf.Tensor) -> tf.Tensor:
 
 def hard_negative_candidates(
     embeddings: tf.Tensor, text_ids: tf.Tensor, across_replicas: bool
-) -> tuple[tf.Tensor, tf.Tensor] | None:
+) -> HardNegatives | None:
     """The explicit hard negatives of a batch as extra candidates, or None without them.
 
     Why: in-batch negatives are mostly easy (another pair's unrelated text); a third text
@@ -71,15 +92,15 @@ def hard_negative_candidates(
         across_replicas: Gather every replica's negatives when more than one is in sync.
 
     Returns:
-        `(negatives, masked)`: the candidate negatives `(candidates, dim)` and where one is
-        not a negative of a row `(batch, candidates)`; None for two texts per row.
+        `HardNegatives`: the candidate negatives `(candidates, dim)` and where one is not a
+        negative of a row `(batch, candidates)`; None for two texts per row.
 
     Example:
         >>> import numpy as np
         >>> rows = np.zeros((2, 3, 4), "float32")
         >>> ids = np.array([[1, 2, 3], [4, 5, 1]])  # row 1's negative is row 0's anchor text
-        >>> negatives, masked = hard_negative_candidates(rows, ids, across_replicas=False)
-        >>> masked.numpy().tolist()
+        >>> hard = hard_negative_candidates(rows, ids, across_replicas=False)
+        >>> hard.masked.numpy().tolist()
         [[False, True], [False, False]]
     """
     embeddings = tf.convert_to_tensor(embeddings)
@@ -94,7 +115,7 @@ def hard_negative_candidates(
     masked = tf.equal(ids[:, None, 0], negative_ids[None, :]) | tf.equal(
         ids[:, None, 1], negative_ids[None, :]
     )
-    return negatives, masked
+    return HardNegatives(negatives, masked)
 
 
 def false_negatives(ids: tf.Tensor, candidate_ids: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:

@@ -73,26 +73,25 @@ class InBatchNegativesLoss(keras.losses.Loss):
         self.across_replicas = bool(across_replicas)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        anchors, positives, ids, all_anchors, all_positives, all_ids, targets = batch_candidates(
-            y_pred, y_true, self.across_replicas
-        )
-        masked = false_negatives(ids, all_ids, targets)
+        rows = batch_candidates(y_pred, y_true, self.across_replicas)
+        targets = rows.targets
+        masked = false_negatives(rows.ids, rows.all_ids, targets)
 
         def cross_entropy(queries: tf.Tensor, candidates: tf.Tensor, masked) -> tf.Tensor:
             scores = self.scale * tf.matmul(queries, candidates, transpose_b=True)
             scores = tf.where(masked, tf.cast(-1e9, scores.dtype), scores)
             return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=scores)
 
-        candidates, candidates_masked = all_positives, masked
+        candidates, candidates_masked = rows.all_positives, masked
         hard = hard_negative_candidates(y_pred, y_true, self.across_replicas)
         if hard is not None:
-            candidates = tf.concat([all_positives, hard[0]], axis=0)
-            candidates_masked = tf.concat([masked, hard[1]], axis=1)
-        loss = cross_entropy(anchors, candidates, candidates_masked)
+            candidates = tf.concat([rows.all_positives, hard.negatives], axis=0)
+            candidates_masked = tf.concat([masked, hard.masked], axis=1)
+        loss = cross_entropy(rows.anchors, candidates, candidates_masked)
         if not self.symmetric:
             return loss
         # each positive also picks its own anchor among the batch's anchors
-        return (loss + cross_entropy(positives, all_anchors, masked)) / 2.0
+        return (loss + cross_entropy(rows.positives, rows.all_anchors, masked)) / 2.0
 
     def get_config(self) -> dict:
         return {

@@ -72,18 +72,16 @@ class TripletLoss(keras.losses.Loss):
         self.across_replicas = bool(across_replicas)
 
     def call(self, y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
-        anchors, positives, ids, _, all_positives, all_ids, targets = batch_candidates(
-            y_pred, y_true, self.across_replicas
-        )
-        candidates = all_positives
-        own = tf.equal(targets[:, None], tf.range(tf.shape(all_ids)[0])[None, :])
-        not_negative = false_negatives(ids, all_ids, targets) | own
+        rows = batch_candidates(y_pred, y_true, self.across_replicas)
+        candidates = rows.all_positives
+        own = tf.equal(rows.targets[:, None], tf.range(tf.shape(rows.all_ids)[0])[None, :])
+        not_negative = false_negatives(rows.ids, rows.all_ids, rows.targets) | own
         hard = hard_negative_candidates(y_pred, y_true, self.across_replicas)
         if hard is not None:
-            candidates = tf.concat([all_positives, hard[0]], axis=0)
-            not_negative = tf.concat([not_negative, hard[1]], axis=1)
-        similarities = tf.matmul(anchors, candidates, transpose_b=True)
-        positive = tf.reduce_sum(anchors * positives, axis=-1)
+            candidates = tf.concat([rows.all_positives, hard.negatives], axis=0)
+            not_negative = tf.concat([not_negative, hard.masked], axis=1)
+        similarities = tf.matmul(rows.anchors, candidates, transpose_b=True)
+        positive = tf.reduce_sum(rows.anchors * rows.positives, axis=-1)
         negatives = tf.where(not_negative, tf.cast(-3.0, similarities.dtype), similarities)
         violations = tf.nn.relu(negatives - positive[:, None] + self.margin)
         if self.mining == "hard":
