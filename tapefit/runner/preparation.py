@@ -114,7 +114,7 @@ def build_checked_model(spec: RunSpec, data: Any, strategy: tf.distribute.Strate
         settings = whole_executions(replica_safe(spec.compile, strategy), trainer)
         compiled = compile_model(model, settings, steps_of(data.train, trainer.steps_per_epoch))
         build_before_training(model, data.train, f"model._target_={spec.model.target}")
-        build_step_variables(model, data.train)
+        build_step_variables(model, data.train, f"model._target_={spec.model.target}")
     if trainer.save_model:
         check_saveable(model)  # refused now, not after training
     endpoints = None

@@ -4,8 +4,10 @@ checkpoints would have no weights) or a model with no loss at all."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import keras
@@ -27,26 +29,37 @@ def symbolic_batch(dataset: tf.data.Dataset) -> Any:
     )
 
 
+@contextlib.contextmanager
+def step_on_the_data(dataset: tf.data.Dataset, name: str) -> Iterator[None]:
+    """Run the model's step symbolically on a batch of `dataset`'s shape: a failure (the
+    user's step, or a model built for other inputs) becomes one line naming `name`."""
+    try:
+        yield
+    except TapefitError:
+        raise
+    except Exception as error:  # the step on this data: say so in one line
+        first = keras_message(error)
+        if "No loss to compute" in first:
+            raise TapefitError(
+                f"{name} has no loss: set compile.loss (e.g. compile.loss=mse), return the "
+                "loss from forward(), add it with add_loss(), or write train_step"
+            ) from None
+        raise TapefitError(
+            f"{name}: its test step failed on a batch of the data's shape "
+            f"({type(error).__name__}: {first}); {unbatched_hint(dataset)}check that "
+            "forward/call accept what the loader returns (and the model's input shape, if the "
+            "config sets it, the data's)"
+        ) from None
+
+
 def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: str) -> None:
     """Run the test step once symbolically so every layer is built (and, for a model compiled
     without a loss, so that a step with no loss at all is refused now, not after `Epoch 1`),
     then check that the model has weights. `name` says which model in errors."""
     unbuilt = not all(layer.built for layer in flatten_layers(model))
     if unbuilt or compiled_parts(model)[1] is None:
-        try:
+        with step_on_the_data(dataset, name):
             model.build_from_batch(symbolic_batch(dataset))
-        except Exception as error:  # the user's step on this data: say so in one line
-            first = keras_message(error)
-            if "No loss to compute" in first:
-                raise TapefitError(
-                    f"{name} has no loss: set compile.loss (e.g. compile.loss=mse), return the "
-                    "loss from forward(), add it with add_loss(), or write train_step"
-                ) from None
-            raise TapefitError(
-                f"{name}: its test step failed on a batch of the data's shape "
-                f"({type(error).__name__}: {first}); {unbatched_hint(dataset)}check that "
-                "forward/call accept what the loader returns"
-            ) from None
     unbuilt = [
         layer.name
         for layer in flatten_layers(model, include_self=False)
@@ -68,7 +81,9 @@ def build_before_training(model: keras.Model, dataset: tf.data.Dataset, name: st
     model.mark_built(keras.utils.unpack_x_y_sample_weight(symbolic_batch(dataset))[0])
 
 
-def build_step_variables(model: keras.Model, dataset: tf.data.Dataset) -> None:
+def build_step_variables(
+    model: keras.Model, dataset: tf.data.Dataset, name: str = "the model"
+) -> None:
     """Create the variables the first train step would create (the compiled metrics' and
     loss's, the optimizer's slots) before it runs, inside the caller's strategy scope.
 
@@ -78,7 +93,8 @@ def build_step_variables(model: keras.Model, dataset: tf.data.Dataset) -> None:
     """
     tape_model = isinstance(model, TapeModel)
     if tape_model and any(part is not None and not part.built for part in compiled_parts(model)):
-        model.build_from_batch(symbolic_batch(dataset))
+        with step_on_the_data(dataset, name):
+            model.build_from_batch(symbolic_batch(dataset))
     if tape_model:
         # One optimizer updates every trainable variable; several (a GAN's) each update the
         # part the model declares (`variables_by_optimizer`), or, undeclared, the part the step

@@ -146,3 +146,19 @@ def test_a_dataset_repeating_forever_needs_the_steps_that_end_its_epoch(caplog):
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         "the training dataset's length is unknown to TensorFlow (a filter or a generator)"
     ]
+
+
+def test_a_model_built_for_other_inputs_is_one_line_naming_it():
+    """A model its constructor built already (the Classifier, from `model.image_shape`) for
+    inputs the data do not have: one line, not Keras' traceback from the first step."""
+    model = tapefit.Classifier(num_classes=3, image_shape=[8, 8, 3], architecture="mlp")
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    images = tf.data.Dataset.from_tensor_slices((np.zeros((4, 8, 8, 1), "float32"), [0, 1, 2, 0]))
+    name = "model._target_=tapefit.models.Classifier"
+    build_before_training(model, images.batch(2), name)  # built: its step is not run here
+    with pytest.raises(TapefitError) as refused:
+        build_step_variables(model, images.batch(2), name)
+    message = str(refused.value)
+    assert message.startswith(f"{name}: its test step failed on a batch of the data's shape (")
+    assert "expected axis -1 of input shape to have value 192" in message
+    assert "\n" not in message and "\x1b" not in message
