@@ -157,7 +157,9 @@ def streamed_pair_files(
             "data.stream=true reads validation pairs from their own files: give "
             "data.validation_path (a held-out file or glob)"
         )
-    train_files = [checked_file(f) for f in expand_paths(paths["train"], "train_path")]
+    train_files = [
+        checked_file(f, key="train_path") for f in expand_paths(paths["train"], "train_path")
+    ]
     held_out, skipped = {}, 0
     for name, key in (("val", "validation_path"), ("test", "test_path")):
         if paths[name]:

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from tapefit.data.pair_files import LabelType, PairFileSpec, PairRows, read_pair_file
-from tapefit.data.pair_paths import expand_paths
+from tapefit.data.pair_paths import checked_file, expand_paths
 from tapefit.data.pipeline import make_pipeline
 from tapefit.data.synthetic_pairs import (
     BINARY_RANGE,
@@ -290,7 +290,7 @@ def read_pair_files(
     `max_pairs` pairs is a one-line error naming `data.<key>`."""
     parts, skipped = [], 0
     for file in files:
-        rows = read_pair_file(file, spec)
+        rows = read_pair_file(checked_file(file, key=key), spec)
         parts.append(split_of(rows))
         skipped += rows.skipped
         held = sum(len(part.labels) for part in parts)

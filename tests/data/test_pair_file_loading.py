@@ -172,3 +172,14 @@ def test_a_streams_labels_are_checked_on_the_sample_and_the_held_out_files(tmp_p
     }
     data = streamed_pair_files(paths, PairFileSpec(), BATCHING, LIMITS)
     assert sorted(data.vocabulary_sample[2].tolist()) == sorted(map(float, train))
+
+
+@pytest.mark.parametrize(("split", "key"), [("val", "validation_path"), ("test", "test_path")])
+def test_a_missing_held_out_file_names_its_own_option(tmp_path, split, key):
+    val = tsv(tmp_path / "val.tsv", [1, 2])
+    paths = {"train": tsv(tmp_path / "train.tsv", [1, 2]), "val": val, "test": None}
+    paths[split] = str(tmp_path / "dve.tsv")
+    with pytest.raises(TapefitError) as refused:
+        streamed_pair_files(paths, PairFileSpec(), BATCHING, LIMITS)
+    missing = tmp_path / "dve.tsv"
+    assert str(refused.value) == f"pair file {missing} does not exist: check data.{key}"
