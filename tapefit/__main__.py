@@ -23,6 +23,7 @@ from tapefit.backend import freeze_startup_objects
 from tapefit.config.compose_once import composed_once
 from tapefit.config.schemas import config_dir
 from tapefit.errors import TapefitError
+from tapefit.objective import worst_value
 from tapefit.runner.composition import register_schemas
 
 register_schemas()
@@ -58,7 +59,7 @@ def main(cfg: DictConfig) -> float:
         sys.exit(128 + stop.signum)
     value = metrics.get("objective_value")
     if value is None or not math.isfinite(value):  # no finite epoch value: the run's worst
-        return -math.inf if metrics.get("objective_direction") == "max" else math.inf
+        return worst_value(str(metrics.get("objective_direction")))
     print(f"objective: {metrics['objective']}={value:.4f}")
     return float(value)
 

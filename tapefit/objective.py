@@ -18,6 +18,27 @@ from tapefit.config.schemas import MonitorMode, ObjectiveMode
 from tapefit.errors import TapefitError
 
 
+def rank(value: float, direction: str) -> float:
+    """`value` as a number where lower is better, for `direction` (`max` or `min`): sort or
+    `min` by it to put the best first (ties then go by what the key adds, such as the epoch).
+
+    Example:
+        >>> sorted([0.5, 0.9, 0.7], key=lambda v: rank(v, "max"))
+        [0.9, 0.7, 0.5]
+    """
+    return -value if direction == "max" else value
+
+
+def worst_value(direction: str) -> float:
+    """The value no run can do worse than in `direction`: what a failed run reports.
+
+    Example:
+        >>> worst_value("max"), worst_value("min")
+        (-inf, inf)
+    """
+    return -math.inf if direction == "max" else math.inf
+
+
 @dataclass(frozen=True)
 class Objective:
     """The run's objective, resolved once: which metric, whether higher is better, and which
@@ -38,11 +59,15 @@ class Objective:
     @property
     def worst(self) -> float:
         """The value no run can do worse than: what a failed run reports to a sweeper."""
-        return -math.inf if self.direction == "max" else math.inf
+        return worst_value(self.direction)
 
     def better(self, value: float, than: float) -> bool:
         """Whether `value` beats `than` (strictly: of equal values the first is kept)."""
-        return value > than if self.direction == "max" else value < than
+        return rank(value, self.direction) < rank(than, self.direction)
+
+    def rank(self, value: float) -> float:
+        """`rank(value, direction)`: lower is better."""
+        return rank(value, self.direction)
 
     def value_in(
         self, history: dict[str, list[float]], metrics: dict[str, Any]

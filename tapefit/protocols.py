@@ -69,6 +69,10 @@ Callback (any Keras callback in a run: configured, the model's own, or passed to
 - `stop_reason()`: why it set `model.stop_training`, for the run's log line.
 - `on_interrupt(batch)`: a signal stops the run after this batch (None: at an epoch's end);
   flush what it holds.
+
+A callback's `params` hold Keras' (`epochs`, `steps`, `verbose`) and `run_epochs`: the run's
+epochs, where a resume trains the rest of an interrupted epoch in a `fit` of its own (whose
+`epochs` ends with that epoch).
 """
 
 from __future__ import annotations

@@ -251,6 +251,13 @@ HITS_MODULE = textwrap.dedent(
     def unbatched():
         x = points(64, 0)
         return {"train": tf.data.Dataset.from_tensor_slices((x, x)), "validation": (x, x)}
+
+
+    def word_labels():
+        """Labels as a pandas column of words reads: an object array of strings."""
+        x = points(64, 0)
+        words = np.array(["up" if value > 0 else "down" for value in x[:, 0]], dtype=object)
+        return {"train": (x, words)}
     '''
 )
 

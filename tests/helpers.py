@@ -365,3 +365,22 @@ def unit(values):
     import numpy as np
 
     return values / np.linalg.norm(values, axis=-1, keepdims=True)
+
+
+def run_status(run_dir: Path) -> dict:
+    """The run directory's `status.json`."""
+    import json
+
+    return json.loads((Path(run_dir) / "status.json").read_text())
+
+
+def small_dense_model(learning_rate: float = 0.001, seed: int | None = None):
+    """A compiled `Dense(2)` over 3 inputs (Adam, MSE): the checkpoint tests' model; `seed`
+    sets Keras' seed first (the same initial weights each time)."""
+    import keras
+
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(keras.optimizers.Adam(learning_rate), "mse")
+    return model

@@ -176,15 +176,18 @@ def epoch_scalars(log_dir: Path) -> list[tuple[str, str, int]]:
 def state_digest(run_dir: Path) -> str:
     """What a resume's outcome, as the sweeps compare it, depends on, as one digest: the
     checkpoint files, the epoch scalars TensorBoard holds (a resume writes those it lacks;
-    the sweeps count them), and whether status.json says running. The other files are
-    rewritten whole by a resume (history.csv from the checkpoint; history.json, model.keras,
-    metrics.json and the pictures by the last phase) or are not compared (the log, the step
-    telemetry)."""
+    the sweeps count them), the step telemetry's `steps.csv` (a resume keeps its rows up to
+    its step), and whether status.json says running. The other files are rewritten whole by
+    a resume (history.csv from the checkpoint; history.json, model.keras, metrics.json and
+    the pictures by the last phase) or are not compared (the log, TensorBoard's step
+    scalars)."""
     digest = hashlib.sha256()
     for path in sorted(p for p in (run_dir / "resume").rglob("*") if p.is_file()):
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     if (run_dir / "tensorboard").is_dir():
         digest.update(repr(epoch_scalars(run_dir / "tensorboard")).encode())
+    if (run_dir / "steps.csv").is_file():
+        digest.update(b"steps.csv\0" + (run_dir / "steps.csv").read_bytes())
     status = read_json(run_dir / "status.json") or {}
     digest.update(str(status.get("state")).encode())
     return digest.hexdigest()

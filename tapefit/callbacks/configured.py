@@ -116,13 +116,25 @@ def build_callbacks(
 ) -> list[keras.callbacks.Callback]:
     """The callbacks of `settings`, with files under `run_dir`: those that change the logs or
     the run (early stopping, checkpoints, learning-rate plateau) first, then `extra` (more
-    callbacks named by `_target_`), then `before_writers`, then those that write the logs
-    (TensorBoard, telemetry, CSV; the CSV is appended to when `append`). `objective` gives the
-    `auto` mode of a callback watching it. Monitored names are checked before training
-    (`validation.check_logged_names`): Keras would only warn and never act."""
+    callbacks named by `_target_`), then the step telemetry, then `before_writers`, then those
+    that write the epoch logs (TensorBoard, CSV; the CSV is appended to when `append`).
+    `objective` gives the `auto` mode of a callback watching it. Monitored names are checked
+    before training (`validation.check_logged_names`): Keras would only warn and never act.
+
+    The step telemetry writes a step's row before `before_writers` checkpoint that step: a
+    run killed between the two resumes from the checkpoint before, which drops the row and
+    writes it again; killed after both, its resume starts past the row it keeps."""
 
     def built(specs: tuple[TargetSpec, ...]) -> list[keras.callbacks.Callback]:
         return [build_callback(spec, run_dir, objective, append) for spec in specs]
 
     extra = [spec.build() for spec in settings.extra]
-    return [*built(settings.acting), *extra, *(before_writers or []), *built(settings.writers)]
+    steps = [spec for spec in settings.writers if spec.key == "callbacks.step_telemetry"]
+    epochs = tuple(spec for spec in settings.writers if spec not in steps)
+    return [
+        *built(settings.acting),
+        *extra,
+        *built(tuple(steps)),
+        *(before_writers or []),
+        *built(epochs),
+    ]

@@ -17,7 +17,20 @@ class StepProgbar(keras.callbacks.ProgbarLogger):
     execution's last step as if it were full, so an epoch of 39 steps at 8 per execution
     ends at `40/39`, and a stream of unknown length would keep that count as its size. The
     count is capped by the epoch's steps, or by the optimizer steps taken (and skipped) when
-    the length is unknown. Taken as the run's progress bar, Keras adds no other."""
+    the length is unknown. Taken as the run's progress bar, Keras adds no other. Its
+    `Epoch N/M` counts the run's epochs (`params["run_epochs"]`), also in the `fit` of a
+    resume that finishes an interrupted epoch first.
+
+    Example:
+        >>> bar = StepProgbar()
+        >>> bar.set_params({"verbose": 1, "epochs": 2, "run_epochs": 3, "steps": 4})
+        >>> bar.epochs, bar.target
+        (3, 4)
+    """
+
+    def set_params(self, params: dict) -> None:
+        super().set_params(params)
+        self.epochs = params.get("run_epochs", self.epochs)
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self.steps_at_epoch_start = self.steps_taken()

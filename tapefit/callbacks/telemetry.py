@@ -10,6 +10,7 @@ import keras
 import tensorflow as tf
 
 from tapefit.errors import TapefitError
+from tapefit.files import atomic_write
 from tapefit.keras_compat import learning_rate_setting, optimizer_calls
 from tapefit.step.nonfinite_guard import recorded_step_state
 from tapefit.step.step_guards import GradientTelemetry, is_loss_scaled
@@ -121,6 +122,8 @@ class StepTelemetry(keras.callbacks.Callback):
         self.writer = tf.summary.create_file_writer(str(self.log_dir / "train"))
         self.last_step = int(self.model.optimizer.iterations.numpy())
         self.rows: list[dict[str, float]] = []
+        if self.csv_path is not None and self.csv_path.exists():
+            keep_rows_until(self.csv_path, self.last_step)  # a resume continues from its step
 
     def values(self) -> dict[str, float]:
         """The telemetry values now, keyed as the CSV columns.
@@ -142,9 +145,9 @@ class StepTelemetry(keras.callbacks.Callback):
         return row
 
     def write(self) -> None:
-        """Write the current values at the current optimizer step.
-
-        The scalars and histograms go to TensorBoard at once; the CSV row waits for `flush`.
+        """Write the current values at the current optimizer step: the scalars and histograms
+        to TensorBoard, the row to `csv_path` (at once: a run killed after its next step
+        checkpoint keeps it, and a resume from an earlier one drops it, `keep_rows_until`).
         """
         row = self.values()
         with self.writer.as_default(step=row["step"]):
@@ -154,6 +157,7 @@ class StepTelemetry(keras.callbacks.Callback):
                 tf.summary.histogram(f"gradient/{path}", gradient)
         self.rows.append(row)
         self.last_step = row["step"]
+        self.append_rows()
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         step = int(self.model.optimizer.iterations.numpy())
@@ -161,7 +165,11 @@ class StepTelemetry(keras.callbacks.Callback):
             self.write()
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        self.flush()  # a killed run keeps the rows of its finished epochs
+        epochs = self.params.get("run_epochs", self.params.get("epochs", 0))
+        last = self.model.stop_training or epoch + 1 >= epochs
+        if last and int(self.model.optimizer.iterations.numpy()) > self.last_step:
+            self.write()  # the fit's last step, before an epoch-end checkpoint holds it
+        self.flush()
 
     def on_interrupt(self, batch: int | None) -> None:
         """A signal stops the run after this step (`batch`; None: at the epoch's end), which
@@ -177,12 +185,12 @@ class StepTelemetry(keras.callbacks.Callback):
         self.flush()
 
     def flush(self) -> None:
-        """Flush the TensorBoard writer and append the rows written since to `csv_path`.
-
-        Called at the end of every epoch and of training, so a killed run keeps the rows of
-        its finished epochs.
-        """
+        """Flush the TensorBoard writer (at the end of every epoch and of training)."""
         self.writer.flush()
+        self.append_rows()
+
+    def append_rows(self) -> None:
+        """Append the rows written since the last call to `csv_path` (with a header when new)."""
         if self.csv_path is not None and self.rows:
             self.csv_path.parent.mkdir(parents=True, exist_ok=True)
             new = not self.csv_path.exists()
@@ -192,3 +200,22 @@ class StepTelemetry(keras.callbacks.Callback):
                     writer.writeheader()
                 writer.writerows(self.rows)
         self.rows = []
+
+
+def keep_rows_until(path: Path, step: int) -> None:
+    """Drop the rows of `path` (a `steps.csv`) past optimizer step `step`: a run killed after
+    its last checkpoint wrote them, and its resume, which starts at that checkpoint's step,
+    writes them again.
+
+    Example:
+        >>> from pathlib import Path
+        >>> _ = Path("steps.csv").write_text("step,gradient_norm\\n10,0.5\\n20,0.4\\n30,0.3\\n")
+        >>> keep_rows_until(Path("steps.csv"), 20)
+        >>> Path("steps.csv").read_text().splitlines()
+        ['step,gradient_norm', '10,0.5', '20,0.4']
+    """
+    with path.open(newline="") as file:
+        lines = file.readlines()
+    kept = lines[:1] + [line for line in lines[1:] if int(line.split(",", 1)[0]) <= step]
+    if len(kept) < len(lines):
+        atomic_write(path, lambda file: file.write("".join(kept)))

@@ -20,14 +20,15 @@ def history_lists(epochs: list[dict[str, float]]) -> dict[str, list[float]]:
 
 
 def rewrite_csv(path: Path, epochs: list[dict[str, float]]) -> None:
-    """history.csv as Keras' CSVLogger writes it, for exactly the checkpointed epochs (no
-    file when there are none, so the logger writes its own header)."""
+    """history.csv as Keras' CSVLogger writes it (csv's `excel` dialect: `\\r\\n` ends each
+    line), for exactly the checkpointed epochs (no file when there are none, so the logger
+    writes its own header)."""
     if not epochs:
         path.unlink(missing_ok=True)
         return
     keys = sorted({key for logs in epochs for key in logs})
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["epoch", *keys], lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=["epoch", *keys], dialect=csv.excel)
     writer.writeheader()
     for index, logs in enumerate(epochs):
         writer.writerow({"epoch": index, **logs})

@@ -15,7 +15,7 @@ from typing import Any
 
 from tapefit.callbacks.monitored import MonitoredCallback
 from tapefit.errors import TapefitError
-from tapefit.objective import Objective
+from tapefit.objective import Objective, rank
 from tapefit.training.run_files import save_model
 
 log = logging.getLogger("tapefit")
@@ -66,9 +66,7 @@ def resolve_checkpoint(folder: Path, which: str, direction: str) -> Path:
             return path
         raise TapefitError(f"ckpt=last: no {FOLDER}/{LAST}: train with checkpoint.save_last=true")
     if which == "best" and kept:  # the best value; among equals the first epoch
-        if direction == "max":
-            return max(kept, key=lambda item: (item[1], -item[0]))[2]
-        return min(kept, key=lambda item: (item[1], item[0]))[2]
+        return min(kept, key=lambda item: (rank(item[1], direction), item[0]))[2]
     if which.isdigit():
         for epoch, _, path in kept:
             if epoch == int(which):
@@ -126,6 +124,4 @@ class KeepBestCheckpoints(MonitoredCallback):
         if not kept:
             return (0, self.objective.worst, None)
         # the worst value; among equals the latest epoch goes first (the first best is kept)
-        if self.objective.direction == "max":
-            return min(kept, key=lambda item: (item[1], -item[0]))
-        return max(kept, key=lambda item: (item[1], item[0]))
+        return max(kept, key=lambda item: (self.objective.rank(item[1]), item[0]))

@@ -129,6 +129,12 @@ def _as_arrays(split: Any, where: str) -> Any:
             f"{where} holds no arrays with a sample axis: give a tf.data.Dataset, x, (x, y), "
             "(x, y, sample_weight) or a dict of input arrays"
         )
+    strings = [leaf for leaf in leaves if leaf.dtype == object and _all_strings(leaf)]
+    if strings:
+        raise TapefitError(
+            f"{where} holds strings in an object array (e.g. {strings[0].flat[0]!r}): give "
+            "labels as numbers (class indices), and text inputs as np.array(values, dtype=str)"
+        )
     if any(leaf.dtype == object for leaf in leaves):
         raise TapefitError(
             f"{where} holds ragged or mixed-type values (an object array): give arrays of one "
@@ -177,3 +183,8 @@ def _pipelines(
             cache=options.cache,
         )
     return {name: built.get(name) for name in ("train", "val", "test")}
+
+
+def _all_strings(values: np.ndarray) -> bool:
+    """Whether an object array holds only Python strings (a pandas column of text)."""
+    return values.size > 0 and all(isinstance(value, str) for value in values.flat)

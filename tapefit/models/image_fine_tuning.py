@@ -104,9 +104,10 @@ class BackboneUnfreezing(keras.callbacks.Callback):
         if not frozen:
             _, backbone = model.tunable_variables()
             log.info(
-                "epoch %d: backbone unfrozen after %d head-only epochs: %d of its variables "
+                "epoch %d: backbone unfrozen after %d head-only epoch%s: %d of its variables "
                 "train from now on",
                 epoch + 1,
                 model.frozen_epochs,
+                "" if model.frozen_epochs == 1 else "s",
                 len(backbone),
             )

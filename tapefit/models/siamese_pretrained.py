@@ -55,8 +55,8 @@ def check_pretrained_options(encoder: Mapping[str, Any], tokenizer: str) -> None
     if others:
         raise TapefitError(
             f"model.encoder.{others[0]} means nothing beside model.encoder.preset (the "
-            "pretrained backbone is the encoder): use model=siamese_pretrained, whose encoder "
-            f"takes {', '.join(PRETRAINED_KEYS)} only"
+            f"pretrained backbone is the encoder): drop model.encoder.{others[0]}; a pretrained "
+            f"encoder (model=siamese_pretrained) takes {', '.join(PRETRAINED_KEYS)} only"
         )
     pooling = encoder.get("pooling")
     if pooling is not None and pooling not in POOLINGS:

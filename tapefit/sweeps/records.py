@@ -18,6 +18,7 @@ from tensorboard.plugins.hparams import api as hparams_api
 
 from tapefit.config.schemas import SpaceEntry
 from tapefit.files import atomic_write
+from tapefit.objective import rank
 from tapefit.training.hparams import write_session
 
 RECORD_FIELDS = (
@@ -48,7 +49,7 @@ def _sort_key(record: dict[str, Any], direction: str) -> tuple:
     value = record.get("objective_value")
     finite = isinstance(value, (int, float)) and math.isfinite(value)
     ok = record.get("status") == "completed" and finite
-    return (not ok, -value if ok and direction == "max" else value if ok else 0.0)
+    return (not ok, rank(value, direction) if ok else 0.0)
 
 
 def best_first(records: list[dict[str, Any]], direction: str) -> list[dict[str, Any]]:

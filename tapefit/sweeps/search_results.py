@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from tapefit.config.schemas import TuneAlgorithm
 from tapefit.errors import TapefitError
 from tapefit.files import atomic_write, write_json
+from tapefit.objective import rank
 from tapefit.sweeps.records import write_trials_csv
 from tapefit.sweeps.search_space import apply_values, override_text
 from tapefit.sweeps.trials import TrialRuns
@@ -49,8 +50,7 @@ def write_summary(runs: TrialRuns, rows: list[dict[str, Any]], final: bool) -> d
     }
     if not final or not completed:
         return summary
-    pick = max if runs.direction == "max" else min
-    best = pick(completed, key=lambda r: r["objective_value"])
+    best = min(completed, key=lambda r: rank(r["objective_value"], runs.direction))
     ordinary = {**best["values"], "tune.algorithm": TuneAlgorithm.none}
     best_cfg = apply_values(runs.spec.config, ordinary)
     command = best_command(runs.overrides, best["values"], runs.spec.unlisted)

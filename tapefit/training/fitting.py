@@ -173,6 +173,7 @@ class Fitting:
             model=self.model,
             verbose=trainer.verbose,
             epochs=segment.stop,
+            run_epochs=plan.epochs,  # the run's, however many fit calls a resume makes
             steps=steps_of(train, steps_per_epoch),
         )
         self.active = callbacks

@@ -149,16 +149,21 @@ def test_a_tensorboard_server_serves_the_step_scalars(finished_run):
     assert steps[-1] == 2 * -(-train_samples // 32)  # the last row is the last optimizer step
 
 
-def test_rows_of_finished_epochs_are_on_disk_before_training_ends(tmp_path):
-    """A run killed in epoch 2 keeps epoch 1's telemetry rows."""
+def test_rows_are_on_disk_as_they_are_written(tmp_path):
+    """A run killed after a step checkpoint keeps the rows up to that step: each row is on
+    disk once written, and the fit's last step has its row at its last epoch's end (before
+    an epoch-end checkpoint holds it), not only at the end of training."""
     x = np.random.default_rng(0).normal(size=(80, 4)).astype("float32")
     model = dense_model()
     model.compile(optimizer="sgd", loss="mse", gradient_telemetry="norm")
     seen = {}
 
-    def look(epoch, logs=None):
-        if epoch == 1:
-            seen["steps"] = [int(r["step"]) for r in csv.DictReader((tmp_path / "s.csv").open())]
+    def look(batch, logs=None):
+        rows = csv.DictReader((tmp_path / "s.csv").open()) if (tmp_path / "s.csv").exists() else []
+        seen[int(model.optimizer.iterations.numpy())] = [int(r["step"]) for r in rows]
+
+    def last(epoch, logs=None):
+        seen["epoch_end"] = [int(r["step"]) for r in csv.DictReader((tmp_path / "s.csv").open())]
 
     telemetry = StepTelemetry(tmp_path, every_n_steps=5, csv_path=tmp_path / "s.csv")
     model.fit(
@@ -167,7 +172,43 @@ def test_rows_of_finished_epochs_are_on_disk_before_training_ends(tmp_path):
         batch_size=8,
         epochs=2,
         verbose=0,
-        callbacks=[telemetry, keras.callbacks.LambdaCallback(on_epoch_begin=look)],
+        callbacks=[
+            telemetry,
+            keras.callbacks.LambdaCallback(on_train_batch_end=look, on_epoch_end=last),
+        ],
     )
-    assert seen["steps"] == [5, 10]
+    assert seen[4] == [] and seen[5] == [5] and seen[12] == [5, 10]
+    assert seen["epoch_end"] == [5, 10, 15, 20]
     assert [int(r["step"]) for r in csv.DictReader((tmp_path / "s.csv").open())] == [5, 10, 15, 20]
+
+
+def test_the_last_step_of_a_fit_gets_a_row_at_its_last_epoch_end(tmp_path):
+    x = np.random.default_rng(0).normal(size=(56, 4)).astype("float32")  # 7 steps an epoch
+    model = dense_model()
+    model.compile(optimizer="sgd", loss="mse", gradient_telemetry="norm")
+    telemetry = StepTelemetry(tmp_path, every_n_steps=5, csv_path=tmp_path / "s.csv")
+    seen = {}
+
+    def look(epoch, logs=None):
+        seen[epoch] = [int(r["step"]) for r in csv.DictReader((tmp_path / "s.csv").open())]
+
+    after = keras.callbacks.LambdaCallback(on_epoch_end=look)
+    model.fit(x, x.sum(axis=1), batch_size=8, epochs=2, verbose=0, callbacks=[telemetry, after])
+    assert seen == {0: [5], 1: [5, 10, 14]}
+
+
+def test_a_resume_drops_the_rows_past_its_step_and_writes_them_again(tmp_path):
+    """A run killed after writing rows its last checkpoint does not hold: the resumed run
+    starts at that checkpoint's step, so the rows past it go and come again, once each."""
+    x = np.random.default_rng(0).normal(size=(80, 4)).astype("float32")
+    path = tmp_path / "s.csv"
+    path.write_text("step,gradient_norm,learning_rate\r\n5,1.0,0.01\r\n10,2.0,0.01\r\n")
+    model = dense_model()
+    model.compile(optimizer="sgd", loss="mse", gradient_telemetry="norm")
+    model.optimizer.build(model.trainable_variables)
+    model.optimizer.iterations.assign(7)  # the checkpoint the resume starts from
+    telemetry = StepTelemetry(tmp_path, every_n_steps=5, csv_path=path)
+    model.fit(x, x.sum(axis=1), batch_size=8, epochs=1, verbose=0, callbacks=[telemetry])
+    rows = path.read_bytes().split(b"\r\n")
+    assert [row.split(b",")[0] for row in rows if row] == [b"step", b"5", b"10", b"15", b"17"]
+    assert rows[2] != b"10,2.0,0.01"  # step 10's row is this run's, written again

@@ -8,7 +8,6 @@ import json
 import shutil
 from pathlib import Path
 
-import keras
 import numpy as np
 import pytest
 
@@ -19,15 +18,14 @@ from tapefit.checkpointing.checkpoints import (
     checkpoints_in,
     restore_latest,
 )
+from tests.helpers import small_dense_model
 
 X = np.linspace(-1, 1, 24, dtype="float32").reshape(8, 3)
 Y = X[:, :2] * 2.0
 
 
 def small_model():
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-    model.compile(keras.optimizers.Adam(0.01), "mse")
-    return model
+    return small_dense_model(learning_rate=0.01)
 
 
 def trained(directory, epochs=3, **options):

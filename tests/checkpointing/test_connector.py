@@ -3,7 +3,6 @@
 
 import logging
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -12,28 +11,22 @@ from tapefit.checkpointing.checkpoints import RestoreMetrics
 from tapefit.checkpointing.connector import CheckpointConnector, CheckpointPolicy, Resumption
 from tapefit.checkpointing.warm_start import WarmStart
 from tapefit.objective import Objective
-
-
-def small_model(seed: int) -> keras.Model:
-    keras.utils.set_random_seed(seed)
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-    model.compile(keras.optimizers.Adam(), "mse")
-    return model
+from tests.helpers import small_dense_model
 
 
 def test_a_fresh_run_restores_nothing(tmp_path):
     state = CheckpointConnector(CheckpointPolicy(), tmp_path).restore(
-        small_model(0), tf.distribute.get_strategy()
+        small_dense_model(seed=0), tf.distribute.get_strategy()
     )
     assert (state.done, state.steps_in, state.epochs) == (0, 0, [])
     assert not state.callback_states
 
 
 def test_a_warm_start_loads_the_saved_weights_and_counts_its_epochs_as_done(tmp_path):
-    saved = small_model(1)
+    saved = small_dense_model(seed=1)
     saved.fit(np.ones((4, 3)), np.ones((4, 2)), epochs=1, verbose=0)
     saved.save(tmp_path / "model.keras")
-    model = small_model(2)
+    model = small_dense_model(seed=2)
     state = CheckpointConnector(CheckpointPolicy(), tmp_path / "run").restore(
         model, tf.distribute.get_strategy(), WarmStart(tmp_path / "model.keras", 3)
     )
@@ -45,7 +38,7 @@ def test_a_warm_start_loads_the_saved_weights_and_counts_its_epochs_as_done(tmp_
 def test_resume_without_a_checkpoint_says_so_and_starts_afresh(tmp_path, caplog):
     connector = CheckpointConnector(CheckpointPolicy(resume=True), tmp_path)
     with caplog.at_level(logging.WARNING, logger="tapefit"):
-        state = connector.restore(small_model(0), tf.distribute.get_strategy())
+        state = connector.restore(small_dense_model(seed=0), tf.distribute.get_strategy())
     assert state.done == 0
     assert f"resume=true but {tmp_path} holds no checkpoint" in caplog.text
 

@@ -1,5 +1,6 @@
 """Every kill point of a short run, swept: resumed from each, the run ends bitwise like the
-uninterrupted one (History, weights, optimizer state, test metrics, CSV log, TensorBoard).
+uninterrupted one (History, weights, optimizer state, test metrics, the CSV log and the step
+telemetry's `steps.csv` byte for byte, TensorBoard).
 
 A SIGKILL leaves on disk exactly the bytes written before it. So one uninterrupted run, with
 `tests/killpoints.py` copying its run directory at every point it passes (each step's
@@ -68,6 +69,7 @@ COMMON = [
     "callbacks.reduce_lr_on_plateau.mode=max",
     "callbacks.reduce_lr_on_plateau.patience=1",
     "+callbacks.extra.counter._target_=tests.checkpointing.test_kill_points.BatchCounter",
+    "callbacks.step_telemetry.every_n_steps=3",  # steps.csv rows inside the epochs too
 ]
 # The MLP (no BatchNorm or Dropout; half the CNN's start-up) where the cell varies the stop,
 # not the model's state: epoch checkpoints only, and SIGTERM's graceful stop.
@@ -140,7 +142,8 @@ def final_state(run_dir: Path) -> dict:
         "optimizer": [v for name, v in sorted(variables.items()) if name.startswith("optimizer")],
         "tested": {k: v for k, v in metrics.items() if k.startswith(("test_", "tested_"))},
         "epochs_run": metrics["epochs_run"],
-        "csv": (run_dir / "history.csv").read_text(),
+        "csv": (run_dir / "history.csv").read_bytes(),  # bytes: line endings too
+        "steps": (run_dir / "steps.csv").read_bytes(),
         "tensorboard": {
             split: sorted(scalar_tags(run_dir / "tensorboard" / split)["epoch_loss"])
             for split in ("train", "validation")
@@ -161,7 +164,7 @@ def assert_loads_as_saved(run_dir: Path, state: dict) -> None:
 
 def assert_same(got: dict, want: dict, where: str) -> None:
     assert got["state"] == "completed", where
-    for key in ("history", "model_config", "tested", "epochs_run", "csv", "tensorboard"):
+    for key in ("history", "model_config", "tested", "epochs_run", "csv", "steps", "tensorboard"):
         assert got[key] == want[key], f"{where}: {key} differs"
     for key in ("weights", "optimizer"):
         assert len(got[key]) == len(want[key]), f"{where}: {key}"

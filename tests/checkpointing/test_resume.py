@@ -14,11 +14,7 @@ import pytest
 
 from tests import processes
 from tests.checkpointing.driver import OVERRIDES, drive, weights
-from tests.helpers import REPO, SMALL_CNN, built_once_per_session, scalar_tags
-
-
-def status(run_dir):
-    return json.loads((run_dir / "status.json").read_text())
+from tests.helpers import REPO, SMALL_CNN, built_once_per_session, run_status, scalar_tags
 
 
 def refusal(compose, run_dir, *extra):
@@ -61,7 +57,7 @@ def copy_killed(source, run_dir):
     shutil.copytree(source, run_dir, dirs_exist_ok=True)
     ended = subprocess.Popen(["true"])
     ended.wait()
-    left = status(run_dir)
+    left = run_status(run_dir)
     assert left["state"] == "running"
     (run_dir / "status.json").write_text(json.dumps({**left, "pid": ended.pid}))
 
@@ -98,7 +94,7 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(
     else:
         killed = drive(tmp_path, first, *extra)
         assert killed.returncode == -signal.SIGKILL
-    assert status(tmp_path)["state"] == "running"  # nothing claims it finished
+    assert run_status(tmp_path)["state"] == "running"  # nothing claims it finished
     assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "model.keras").exists()
     if kill_at == "step:3":  # no checkpoint yet: a plain re-run starts again from scratch
         again = drive(tmp_path, "none", *extra)
@@ -118,7 +114,7 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(
             assert "after epoch 0 and 6 steps" in resumed.stderr
         if kill_at == "point:checkpoint-epoch-0002":  # a marker-less epoch 2: the one before
             assert "after epoch 1 and 0 steps" in resumed.stderr
-    assert status(tmp_path)["state"] == "completed"
+    assert run_status(tmp_path)["state"] == "completed"
     for expected, actual in zip(weights(uninterrupted), weights(tmp_path), strict=True):
         np.testing.assert_array_equal(actual, expected)
     history = json.loads((tmp_path / "history.json").read_text())
@@ -143,7 +139,7 @@ def test_a_resume_with_another_config_is_refused_naming_the_keys(
     # forced, it trains to the end (in this process: nothing is compared with another run)
     forced = ["resume=true", "optimizer.learning_rate=0.5", "force_resume=true"]
     assert run(compose([*OVERRIDES, *forced]), tmp_path)["epochs_run"] == 3
-    assert status(tmp_path)["state"] == "completed"
+    assert run_status(tmp_path)["state"] == "completed"
 
 
 def test_a_run_checkpointed_with_other_config_keys_resumes_when_forced(
@@ -201,7 +197,7 @@ def test_a_checkpoint_write_failing_half_way_fails_the_run_and_keeps_the_one_bef
     )
     assert failed.stderr.strip().splitlines()[-1] == f"tapefit: error: {message}"
     assert "Traceback" not in failed.stderr
-    assert status(tmp_path) | {"state": "failed", "error": message} == status(tmp_path)
+    assert run_status(tmp_path) | {"state": "failed", "error": message} == run_status(tmp_path)
     assert sorted(p.name for p in (tmp_path / "resume").iterdir()) == [
         "epoch-0001.callbacks.npz",
         "epoch-0001.json",
@@ -257,7 +253,7 @@ def test_sigusr1_in_a_slurm_job_checkpoints_mid_epoch_requeues_and_the_requeued_
     assert first.returncode == 138, first.stderr[-2000:]
     assert "interrupted by SIGUSR1 after the current step" in first.stderr
     run_dir = tmp_path / "outputs" / "classifier" / "slurm-4242"
-    assert status(run_dir) | {"state": "interrupted", "requeued": True} == status(run_dir)
+    assert run_status(run_dir) | {"state": "interrupted", "requeued": True} == run_status(run_dir)
     assert (scontrol.parent / "calls").read_text() == "requeue 4242\n"
     markers = sorted(p.name for p in (run_dir / "resume").glob("*.json"))
     assert markers == ["epoch-0001-step-00005.json", "epoch-0001.json"]
@@ -267,7 +263,7 @@ def test_sigusr1_in_a_slurm_job_checkpoints_mid_epoch_requeues_and_the_requeued_
     assert "requeued SLURM job 4242: its next start resumes from this checkpoint" in log
     assert "SLURM restarted job 4242 (restart 1): resuming" in log
     assert "after epoch 1 and 5 steps" in log
-    assert status(run_dir)["state"] == "completed"
+    assert run_status(run_dir)["state"] == "completed"
     for expected, actual in zip(weights(uninterrupted), weights(run_dir), strict=True):
         np.testing.assert_array_equal(actual, expected)
     history = json.loads((run_dir / "history.json").read_text())
@@ -306,7 +302,7 @@ def test_sigterm_and_sigint_stop_after_the_step_with_status_interrupted(tmp_path
         process.kill()
     assert process.returncode == code
     assert "Traceback" not in stderr and "status.json says interrupted" in stderr
-    assert status(tmp_path)["state"] == "interrupted"
+    assert run_status(tmp_path)["state"] == "interrupted"
     assert not (tmp_path / "metrics.json").exists()
 
 

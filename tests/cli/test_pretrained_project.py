@@ -46,8 +46,8 @@ FILES = [
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    root = tmp_path_factory.mktemp("project")
+def pretrained_project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pretrained_project")
     write_hf_folder(root / "checkpoints" / "st", pooling="mean", num_layers=1)
     (root / "data").mkdir()
     # four training batches of 16: a fine-tune's every step, not its quality, is the subject
@@ -57,16 +57,16 @@ def project(tmp_path_factory):
 
 
 @pytest.mark.slow  # end to end: make test-fast leaves it out
-def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(project):
+def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(pretrained_project):
     done = run_cli(
         *FILES,
         "trainer.epochs=1",
         "trainer.export=true",
         "hydra.run.dir=runs/ft",
-        cwd=project,
+        cwd=pretrained_project,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    run_dir = project / "runs" / "ft"
+    run_dir = pretrained_project / "runs" / "ft"
     assert json.loads((run_dir / "status.json").read_text())["state"] == "completed"
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert -1.0 <= metrics["test_spearman"] <= 1.0 and metrics["samples"]["train"] == 64
@@ -75,7 +75,7 @@ def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(pro
     report = json.loads((run_dir / "export" / "verify.json").read_text())
     assert report["formats"]["saved_model"]["endpoints"].keys() >= {"serve", "encode"}
 
-    (project / "checkpoints" / "st").rename(project / "checkpoints" / "gone")
+    (pretrained_project / "checkpoints" / "st").rename(pretrained_project / "checkpoints" / "gone")
     try:
         serve = (
             "import json, sys, tensorflow as tf, tensorflow_text  # noqa: F401 (its ops)\n"
@@ -84,24 +84,28 @@ def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(pro
             " texts_b=tf.constant(['the dog ran']))\n"
             "print(json.dumps({k: v.shape.as_list() for k, v in out.items()}))\n"
         )
-        served = run_in(project, [sys.executable, "-c", serve])
+        served = run_in(pretrained_project, [sys.executable, "-c", serve])
         evaluated = run_in(
-            project, [sys.executable, "-m", "tapefit.evaluate", "run=runs/ft"], timeout=300
+            pretrained_project,
+            [sys.executable, "-m", "tapefit.evaluate", "run=runs/ft"],
+            timeout=300,
         )
         predicted = run_in(
-            project,
+            pretrained_project,
             [sys.executable, "-m", "tapefit.predict", "run=runs/ft", "output=preds.csv"],
             timeout=300,
         )
     finally:
-        (project / "checkpoints" / "gone").rename(project / "checkpoints" / "st")
+        (pretrained_project / "checkpoints" / "gone").rename(
+            pretrained_project / "checkpoints" / "st"
+        )
     assert served.returncode == 0, served.stderr[-2000:]
     assert list(json.loads(served.stdout.strip().splitlines()[-1]).values()) == [[1]]
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     again = json.loads((run_dir / "eval" / "metrics.json").read_text())
     assert again["test_spearman"] == pytest.approx(metrics["test_spearman"], abs=1e-6)
     assert predicted.returncode == 0, predicted.stderr[-2000:]
-    rows = list(csv.DictReader((project / "preds.csv").open()))
+    rows = list(csv.DictReader((pretrained_project / "preds.csv").open()))
     assert len(rows) == 48 and set(rows[0]) == {"sentence1", "sentence2", "similarity"}
 
     # another run starts from the fine-tuned weights (init_from), not the checkpoint's; it
@@ -112,10 +116,10 @@ def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(pro
     warm = run_cli(
         *FILES,
         *("trainer.epochs=1", "init_from=runs/ft", *lean, "hydra.run.dir=runs/warm"),
-        cwd=project,
+        cwd=pretrained_project,
     )
     assert warm.returncode == 0, warm.stderr[-3000:]
-    log = (project / "runs" / "warm" / "tapefit.log").read_text()
+    log = (pretrained_project / "runs" / "warm" / "tapefit.log").read_text()
     # every weight from runs/ft: none kept at its start value
     loaded = re.search(r"init_from=runs/ft: (\d+) weights loaded, 0 kept", log)
     assert loaded and int(loaded[1]) > 0, log[-2000:]
@@ -145,9 +149,9 @@ def test_a_users_checkpoint_fine_tunes_exports_and_serves_without_its_folder(pro
     ],
     ids=["learnt-vocabulary", "missing-folder", "scratch-key", "onnx"],
 )
-def test_a_wrong_setting_stops_before_training_in_one_line(project, overrides, message):
-    done = run_cli(*FILES, *overrides, "hydra.run.dir=runs/refused", cwd=project)
+def test_a_wrong_setting_stops_before_training_in_one_line(pretrained_project, overrides, message):
+    done = run_cli(*FILES, *overrides, "hydra.run.dir=runs/refused", cwd=pretrained_project)
     assert done.returncode != 0
     errors = [line for line in done.stderr.splitlines() if line.startswith("tapefit: error:")]
     assert len(errors) == 1 and errors[0].startswith(message), done.stderr[-2000:]
-    assert not (project / "runs" / "refused" / "model.keras").exists()
+    assert not (pretrained_project / "runs" / "refused" / "model.keras").exists()

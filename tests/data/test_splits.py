@@ -90,6 +90,10 @@ def test_no_validation_with_val_fraction_zero():
         ({"train": (1, 2, 3, 4)}, "is a tuple of 4"),
         ({"train": (np.zeros((4, 2)), np.zeros(3))}, "arrays of different lengths [3, 4]"),
         ({"train": np.array([[1], [1, 2]], dtype=object)}, "ragged or mixed-type"),
+        (
+            {"train": (np.zeros((2, 3)), np.array(["up", "down"], dtype=object))},
+            "holds strings in an object array (e.g. 'up'): give labels as numbers",
+        ),
         ({"train": 5.0}, "holds no arrays with a sample axis"),
         ({"train": np.zeros((0, 2))}, "'train' is empty"),
         (

@@ -215,6 +215,20 @@ CASES: dict[str, list[Case]] = {
             r"^(?!.*Exception encountered).*looks unbatched.*shape \(4,\).*dataset\.batch\(32\)",
         ),
     ],
+    "string-labels": [
+        Case(
+            [*USER, "data._target_=hits_user.word_labels"],
+            r"returned 'train' holds strings in an object array \(e\.g\. '(up|down)'\): give "
+            r"labels as numbers \(class indices\)",
+        ),
+    ],
+    "input-shape": [
+        Case(
+            [*QUICK, "+model.image_shape=[8,8,3]"],
+            r"^model\._target_=tapefit\.models\.Classifier: its test step failed on a batch of "
+            r"the data's shape \(ValueError: .*expected axis -1 of input shape to have value 192",
+        ),
+    ],
     "optimizer-option": [
         Case(
             [*QUICK, "+optimizer.beta1=0.8"],

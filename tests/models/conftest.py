@@ -19,6 +19,7 @@ def one_layer_bert(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def preset(one_layer_bert):
-    """The session's one-layer BERT folder, as test_pretrained_encoder.py and
-    test_siamese_pretrained.py name it."""
-    return one_layer_bert
+    """The session's one-layer BERT folder as a string, as a config's
+    `model.encoder.preset` names it (test_pretrained_encoder.py, test_fine_tuning.py,
+    test_siamese_pretrained.py)."""
+    return str(one_layer_bert)

@@ -60,7 +60,7 @@ CONF = ["--config-dir", "conf"]  # the project's own configs, as its user runs t
 
 
 @pytest.fixture(scope="session")
-def project(tmp_path_factory):
+def subclass_project(tmp_path_factory):
     root = tmp_path_factory.mktemp("subclass_project")
     (root / "my_models.py").write_text(MODELS)
     (root / "conf" / "model").mkdir(parents=True)
@@ -75,14 +75,14 @@ def project(tmp_path_factory):
 
 
 def test_a_subclass_of_the_classifier_trains_with_nothing_else_configured(
-    project, tmp_path, monkeypatch
+    subclass_project, tmp_path, monkeypatch
 ):
     overrides = ["model=my_classifier", "trainer.epochs=2", f"hydra.run.dir={tmp_path}"]
-    result = run_cli(*CONF, *overrides, cwd=project)
+    result = run_cli(*CONF, *overrides, cwd=subclass_project)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["test_accuracy"] > 0.8  # its own loss and accuracy metric, from the model
-    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.syspath_prepend(str(subclass_project))
     users = importlib.import_module("my_models")
     reloaded = keras.models.load_model(
         tmp_path / "model.keras", custom_objects={"PenalisedClassifier": users.PenalisedClassifier}
@@ -90,8 +90,8 @@ def test_a_subclass_of_the_classifier_trains_with_nothing_else_configured(
     assert type(reloaded).__name__ == "PenalisedClassifier" and reloaded.penalty == 0.05
 
 
-def test_a_model_with_no_loss_is_refused_before_training(project, tmp_path):
-    result = run_cli(*CONF, "model=lossless", f"hydra.run.dir={tmp_path}", cwd=project)
+def test_a_model_with_no_loss_is_refused_before_training(subclass_project, tmp_path):
+    result = run_cli(*CONF, "model=lossless", f"hydra.run.dir={tmp_path}", cwd=subclass_project)
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("tapefit: error:")]
     assert errors == [

@@ -12,20 +12,7 @@ pytest.importorskip("safetensors")
 from tapefit import SiameseModel
 from tapefit.errors import TapefitError
 from tests.step.tracing import traced_steps
-
-TEXTS_A = ["the cat sat on the mat", "a dog runs", "birds flew over the park", "a man eats food"]
-TEXTS_B = ["a cat sits on a mat", "the dog ran", "a big bird", "the woman plays guitar"]
-LABELS = np.array([4.5, 3.5, 1.0, 0.5], dtype="float32")
-
-
-@pytest.fixture(scope="module")
-def preset(one_layer_bert):
-    """The session's one-layer BERT folder (tests/models/conftest.py)."""
-    return str(one_layer_bert)
-
-
-def pairs():
-    return tf.data.Dataset.from_tensor_slices(((TEXTS_A, TEXTS_B), LABELS)).batch(2)
+from tests.text.pretrained_checkpoints import LABELS, TEXTS_A, TEXTS_B, scored_pairs
 
 
 def weights_of(layer):
@@ -48,11 +35,11 @@ def test_a_frozen_backbone_waits_its_steps_while_the_head_trains(preset):
     model = model_with(preset, freeze_backbone_steps=2)
     model.compile(optimizer=keras.optimizers.AdamW(1e-2), **model.compile_defaults())
     backbone, head = weights_of(model.encoder.backbone), weights_of(model.encoder.projection)
-    model.fit(pairs(), epochs=1, verbose=0)  # steps 1 and 2: frozen
+    model.fit(scored_pairs(), epochs=1, verbose=0)  # steps 1 and 2: frozen
     assert not changed(backbone, weights_of(model.encoder.backbone))
     assert changed(head, weights_of(model.encoder.projection))
     assert int(model.optimizer.iterations) == 2
-    model.fit(pairs(), epochs=1, verbose=0)
+    model.fit(scored_pairs(), epochs=1, verbose=0)
     assert changed(backbone, weights_of(model.encoder.backbone))
     assert int(model.optimizer.iterations) == 4
 
@@ -66,7 +53,7 @@ def test_the_backbone_optimizer_updates_the_backbone_only_after_the_frozen_steps
     }
     model.compile(optimizer=optimizers, **model.compile_defaults())
     traces = traced_steps(model)
-    model.fit(pairs(), epochs=3, verbose=0)  # 6 steps
+    model.fit(scored_pairs(), epochs=3, verbose=0)  # 6 steps
     # both optimizers built on their parts before the step was traced: traced once, not twice
     assert len(traces) == 1
     backbone = model.encoder.backbone.trainable_variables
@@ -98,7 +85,7 @@ def test_mixed_precision_runs_the_backbone_in_float16_with_layernorm_and_loss_in
     try:
         model = SiameseModel(encoder={"preset": preset}, sequence_length=16)
         model.compile(optimizer=keras.optimizers.AdamW(1e-3), **model.compile_defaults())
-        history = model.fit(pairs(), epochs=1, verbose=0)
+        history = model.fit(scored_pairs(), epochs=1, verbose=0)
         backbone = model.encoder.backbone
         assert backbone.compute_dtype == "float16"
         norm = backbone.get_layer("embeddings_layer_norm")

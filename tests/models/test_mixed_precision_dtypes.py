@@ -115,7 +115,7 @@ def test_the_classifier_keeps_its_softmax_and_loss_in_float32(policy, architectu
 
 
 @pytest.fixture(scope="module")
-def one_layer_bert(tmp_path_factory):
+def bert_preset(tmp_path_factory):
     """A KerasHub preset folder of a one-layer BERT (tests/text/pretrained_checkpoints.py's
     tiny backbone and tokenizer): one attention softmax to find, one layer to trace, written
     once for both policies."""
@@ -131,8 +131,8 @@ def one_layer_bert(tmp_path_factory):
     return str(folder)
 
 
-def test_a_pretrained_text_encoder_pools_and_scores_in_float32(one_layer_bert, policy):
-    model = compiled(SiameseModel(encoder={"preset": one_layer_bert}, sequence_length=12))
+def test_a_pretrained_text_encoder_pools_and_scores_in_float32(bert_preset, policy):
+    model = compiled(SiameseModel(encoder={"preset": bert_preset}, sequence_length=12))
     batch = ((TEXTS_A, TEXTS_B), np.array([4.0, 1.0, 2.5, 0.0], "float32"))
     # KerasHub's attention takes its softmax in the compute dtype (Keras' explicit path, with
     # attention dropout), inside the backbone; its layer norms are Keras', in float32

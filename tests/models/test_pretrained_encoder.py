@@ -3,6 +3,7 @@ over real tokens; it trains through the tape step exactly as Keras' own step tra
 saved model reloads in a fresh process without the checkpoint folder."""
 
 import sys
+from pathlib import Path
 
 import keras
 import numpy as np
@@ -16,11 +17,7 @@ from tapefit import SiameseModel, TapeModel
 from tapefit.models.pretrained_encoder import PretrainedTextEncoder
 from tapefit.text.pretrained import load_pretrained
 from tests.helpers import run_in
-from tests.text.pretrained_checkpoints import tiny_backbone
-
-TEXTS_A = ["the cat sat on the mat", "a dog runs", "birds flew over the park", "a man eats food"]
-TEXTS_B = ["a cat sits on a mat", "the dog ran", "a big bird", "the woman plays guitar"]
-LABELS = np.array([4.5, 3.5, 1.0, 0.5], dtype="float32")
+from tests.text.pretrained_checkpoints import TEXTS_A, TEXTS_B, scored_pairs, tiny_backbone
 
 
 def test_texts_are_packed_and_padded_to_the_longest_text_of_the_batch(preset):
@@ -50,20 +47,17 @@ def test_pooling_reads_only_the_real_tokens(preset, pooling):
     np.testing.assert_allclose(encoder(texts).numpy()[0], expected, rtol=1e-6, atol=1e-6)
 
 
-def pair_dataset():
-    return tf.data.Dataset.from_tensor_slices(((TEXTS_A, TEXTS_B), LABELS)).batch(2)
-
-
 @pytest.mark.slow  # trains whole runs (make test-fast leaves it out)
 def test_a_saved_model_reloads_in_a_fresh_process_without_the_folder(preset, tmp_path):
     model = SiameseModel(encoder={"preset": str(preset)}, sequence_length=16)
     model.compile(optimizer=keras.optimizers.Adam(1e-3), **model.compile_defaults())
-    model.fit(pair_dataset(), epochs=2, verbose=0)
+    model.fit(scored_pairs(), epochs=2, verbose=0)
     model.save(tmp_path / "model.keras")
     expected = model.similarity(TEXTS_A, TEXTS_B)
     np.save(tmp_path / "expected.npy", expected)
-    moved = preset.parent / "elsewhere"
-    preset.rename(moved)
+    folder = Path(preset)
+    moved = folder.parent / "elsewhere"
+    folder.rename(moved)
     try:
         script = (
             "import sys, json, keras, numpy as np, tapefit\n"
@@ -74,7 +68,7 @@ def test_a_saved_model_reloads_in_a_fresh_process_without_the_folder(preset, tmp
         )
         done = run_in(tmp_path, [sys.executable, "-c", script])
     finally:
-        moved.rename(preset)
+        moved.rename(folder)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["PretrainedTextEncoder", "mean"]
 

@@ -50,9 +50,9 @@ def test_guard_own_acting_connected_writers_progress_log_then_loggers(tmp_path):
         "NonFiniteGuard",
         "own",
         "EarlyStopping",
+        "StepTelemetry",  # a step's row is written before the checkpointer holds the step
         "state",
         "StepTensorBoard",
-        "StepTelemetry",
         "CSVLogger",
         "StepProgbar",
         "EpochLog",

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from tapefit.callbacks.stop_on_signal import RunInterrupted
 from tapefit.errors import TapefitError
 from tapefit.runner.run_record import RunRecord
+from tests.helpers import run_status
 
 
 def config(resume=False, strategy="default"):
@@ -26,10 +27,6 @@ def config(resume=False, strategy="default"):
             },
         }
     )
-
-
-def status(run_dir):
-    return json.loads((run_dir / "status.json").read_text())
 
 
 class Tracker:
@@ -50,7 +47,7 @@ class Tracker:
 
 def test_entering_claims_the_directory_and_writes_the_config(tmp_path):
     with RunRecord(config(), tmp_path / "run", hparams_session=False):
-        assert status(tmp_path / "run")["state"] == "running"
+        assert run_status(tmp_path / "run")["state"] == "running"
     written = OmegaConf.load(tmp_path / "run" / ".hydra" / "config.yaml")
     assert written == config()
 
@@ -95,7 +92,7 @@ def test_an_error_leaving_the_block_ends_the_run_and_goes_on(tmp_path, error, st
         record.track(tracker)
         raise error
     assert raised.value is error
-    said = status(tmp_path)
+    said = run_status(tmp_path)
     assert said["state"] == state and {k: said[k] for k in fields} == fields
     assert tracker.told[-1] == ("end", state, None)
 
@@ -108,7 +105,7 @@ def test_a_lost_worker_of_a_multi_worker_run_is_one_line_naming_it(tmp_path, mon
         RunRecord(config(strategy="multi_worker"), tmp_path, hparams_session=False),
     ):
         raise lost
-    assert status(tmp_path)["error"].startswith("worker 1 of the cluster stopped")
+    assert run_status(tmp_path)["error"].startswith("worker 1 of the cluster stopped")
 
 
 def test_a_completed_run_records_its_objective_and_tells_the_tracker(tmp_path, caplog):
@@ -124,7 +121,7 @@ def test_a_completed_run_records_its_objective_and_tells_the_tracker(tmp_path, c
         assert record.tracker_callbacks() == ["the tracker's callback"]
         with caplog.at_level(logging.INFO, logger="tapefit"):
             record.completed(results)
-    said = status(tmp_path)
+    said = run_status(tmp_path)
     assert (said["state"], said["objective"], said["objective_direction"]) == (
         "completed",
         "val_accuracy",

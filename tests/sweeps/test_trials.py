@@ -16,12 +16,9 @@ VALUES = {"optimizer.learning_rate": 0.001, "model.architecture": "mlp", "data.b
 
 
 @pytest.fixture(scope="module")
-def spec():
+def spec(search_spec):
     """`tune=random` over the classifier's space (val_accuracy, max), its seed 42."""
-    from tapefit.runner.composition import compose
-    from tapefit.sweeps.spec import SearchSpec
-
-    return SearchSpec.of(compose(["tune=random", "seed=42"]))
+    return search_spec(seed=42)
 
 
 def executions(spec, count):

@@ -20,6 +20,18 @@ WORDS = [
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "##s", "##ed", "##ing"]
 SIZES = {"num_layers": 2, "num_heads": 2, "hidden_dim": 16, "intermediate_dim": 32}
 MAX_LENGTH = 64
+# Four scored sentence pairs the pretrained-encoder tests train on, two to a batch.
+TEXTS_A = ["the cat sat on the mat", "a dog runs", "birds flew over the park", "a man eats food"]
+TEXTS_B = ["a cat sits on a mat", "the dog ran", "a big bird", "the woman plays guitar"]
+LABELS = np.array([4.5, 3.5, 1.0, 0.5], dtype="float32")
+
+
+def scored_pairs():
+    """`TEXTS_A`, `TEXTS_B` and `LABELS` as a dataset of `((texts_a, texts_b), labels)`,
+    two pairs a batch."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices(((TEXTS_A, TEXTS_B), LABELS)).batch(2)
 
 
 def tiny_backbone(seed: int = 0, num_layers: int = SIZES["num_layers"]):
