@@ -72,7 +72,7 @@ def replaced(owner: object, name: str, value: object) -> Iterator[None]:
 def traced_on_first_step() -> Iterator[None]:
     """Neither the run nor `fit` builds anything before the first step."""
     with (
-        replaced(preparation, "build_step_variables", lambda model, dataset: None),
+        replaced(preparation, "build_step_variables", lambda model, dataset, name="": None),
         replaced(TapeModel, "_build_optimizers_before_fit", lambda model: None),
     ):
         yield

@@ -145,9 +145,11 @@ class StepTelemetry(keras.callbacks.Callback):
         return row
 
     def write(self) -> None:
-        """Write the current values at the current optimizer step: the scalars and histograms
-        to TensorBoard, the row to `csv_path` (at once: a run killed after its next step
-        checkpoint keeps it, and a resume from an earlier one drops it, `keep_rows_until`).
+        """Write the current values at the current optimizer step.
+
+        The scalars and histograms go to TensorBoard, the row to `csv_path` at once: a run
+        killed after its next step checkpoint keeps it, and a resume from an earlier one
+        drops it (`keep_rows_until`).
         """
         row = self.values()
         with self.writer.as_default(step=row["step"]):

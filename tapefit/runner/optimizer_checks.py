@@ -95,7 +95,8 @@ def check_scheduler(cfg: Any) -> None:
 
     Example:
         >>> import tapefit
-        >>> check_scheduler(tapefit.compose(["scheduler=cosine"]))  # doctest: +ELLIPSIS
+        >>> plateau = "callbacks.reduce_lr_on_plateau.enabled=true"
+        >>> check_scheduler(tapefit.compose(["scheduler=cosine", plateau]))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         tapefit.errors.TapefitError: scheduler._target_=... and ReduceLROnPlateau both set ...
     """
