@@ -1,6 +1,6 @@
 """The patterns of public Keras examples that override Keras' hooks, each a small model written
 against whichever base class is given (`keras.Model` or `tapefit.TapeModel`), and their
-training: what tests/step/test_keras_compat.py, test_functional.py and test_symbolic.py run."""
+training: what tests/step/test_keras_patterns.py, test_functional.py and test_symbolic.py run."""
 
 import keras
 import numpy as np
