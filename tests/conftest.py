@@ -278,6 +278,25 @@ optimizer.learning_rate: {type: choice, values: [0.0003, 0.01, 0.05]}
 
 
 @pytest.fixture(scope="session")
+def siamese_run(tmp_path_factory):
+    """The run directory of `experiment=siamese` (the LSTM) trained through the CLI once a
+    session (tests/models/siamese_runs.py): tests/models/test_siamese.py reads its files,
+    tests/runner/test_finished_runs.py evaluates it and predicts with it."""
+    from tests.models.siamese_runs import build_siamese_run
+
+    return build_siamese_run(tmp_path_factory=tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def binary_contrastive_run(tmp_path_factory):
+    """`(run_dir, result)` of `experiment=siamese` on binary labels with the contrastive loss,
+    through the CLI once a session (tests/models/siamese_runs.py)."""
+    from tests.models.siamese_runs import build_binary_contrastive_run
+
+    return build_binary_contrastive_run(tmp_path_factory=tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def hits_project(tmp_path_factory):
     """The project folder of `HITS_MODULE` (as `hits_user.py`), its experiment and a search
     space: what tests/cli/test_user_project_hits.py and the rows of docs/reference/errors.md

@@ -1,7 +1,6 @@
 """Siamese runs through the CLI that tests of several modules read, each trained once a
-session (`built_once_per_session`). They live here, not in a test module, so that every module
-imports one copy: pytest imports a test module under its own name, and a second import of it as
-`tests.<folder>.<module>` would be another module, whose run would be trained again."""
+session (`built_once_per_session`); tests/conftest.py serves them as the session fixtures
+`siamese_run` and `binary_contrastive_run`."""
 
 from tests.helpers import SMALL_SIAMESE, built_once_per_session, run_cli
 

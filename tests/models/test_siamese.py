@@ -16,7 +16,6 @@ from tapefit.models.losses import CosineLoss, CosineMSELoss, InBatchNegativesLos
 from tapefit.runner.train import run
 from tests import processes
 from tests.helpers import SMALL_SIAMESE, pair_file_overrides, scalar_tags, write_pairs_tsv
-from tests.models.siamese_runs import build_binary_contrastive_run, build_siamese_run
 
 
 @pytest.fixture(scope="module")
@@ -148,9 +147,9 @@ def test_contrastive_on_graded_labels_is_refused(compose, tmp_path):
 
 
 @pytest.mark.slow  # end to end: make test-fast leaves it out
-def test_binary_labels_with_contrastive_report_auc(tmp_path_factory):
+def test_binary_labels_with_contrastive_report_auc(binary_contrastive_run):
     # read from the run tests/runner/test_bad_input.py also reads (its figures: siamese_runs.py)
-    run_dir, done = build_binary_contrastive_run(tmp_path_factory=tmp_path_factory)
+    run_dir, done = binary_contrastive_run
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     history = json.loads((run_dir / "history.json").read_text())
@@ -232,12 +231,12 @@ def test_the_sts_preset_trains_from_the_cli_given_only_files_and_columns(tmp_pat
 
 
 @pytest.mark.slow  # end to end: make test-fast leaves it out
-def test_siamese_experiment_end_to_end(tmp_path_factory):
+def test_siamese_experiment_end_to_end(siamese_run):
     # the run's files, curves and TensorBoard, read from the CLI run of experiment=siamese that
     # tests/runner/test_finished_runs.py evaluates and predicts with (the LSTM, 2 epochs of 600
     # pairs):
     # one run for both; test Spearman 0.49, measured
-    run_dir = build_siamese_run(tmp_path_factory=tmp_path_factory)
+    run_dir = siamese_run
     metrics = json.loads((run_dir / "metrics.json").read_text())
     history = json.loads((run_dir / "history.json").read_text())
     assert set(history) == {"loss", "val_loss", "val_pearson", "val_spearman"}

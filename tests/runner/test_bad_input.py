@@ -285,11 +285,9 @@ def test_a_diverging_classifier_run_fails_instead_of_reporting_success(compose, 
 
 
 @pytest.mark.slow  # end to end: make test-fast leaves it out
-def test_a_binary_contrastive_run_reports_val_auc_as_its_objective(tmp_path_factory):
+def test_a_binary_contrastive_run_reports_val_auc_as_its_objective(binary_contrastive_run):
     # the command's run, shared with tests/models/test_siamese.py (which reads its AUC figures)
-    from tests.models.siamese_runs import build_binary_contrastive_run
-
-    run_dir, result = build_binary_contrastive_run(tmp_path_factory=tmp_path_factory)
+    run_dir, result = binary_contrastive_run
     assert result.returncode == 0, result.stderr[-2000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["objective"] == "val_auc" and 0 <= metrics["objective_value"] <= 1

@@ -12,7 +12,6 @@ import pytest
 
 from tapefit import evaluate, predict
 from tests.helpers import REPO, run_in
-from tests.models.siamese_runs import build_siamese_run
 
 pytestmark = pytest.mark.slow
 
@@ -20,12 +19,6 @@ pytestmark = pytest.mark.slow
 def module(name: str, *args: str) -> subprocess.CompletedProcess:
     """`python -m tapefit.NAME ARGS` in a fresh process."""
     return run_in(REPO, [sys.executable, "-m", f"tapefit.{name}"], *args)
-
-
-@pytest.fixture(scope="session")
-def siamese_run(tmp_path_factory):
-    """`experiment=siamese` (the LSTM) trained through the CLI once a session."""
-    return build_siamese_run(tmp_path_factory=tmp_path_factory)
 
 
 def test_evaluate_reproduces_the_runs_test_metrics_exactly(classifier_run):
