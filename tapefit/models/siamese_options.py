@@ -160,7 +160,7 @@ def configured_pair_loss(
             f"data.label_type={loss.label_type}, or use model.loss.name={others[0]} for "
             f"{label_type} labels"
         )
-    nested = check_matryoshka(options.get("matryoshka_dims"), options.get("matryoshka_weights"))
-    if nested is not None:
-        loss = MatryoshkaLoss(loss, *nested)
+    dims = options.get("matryoshka_dims")
+    if dims is not None:  # MatryoshkaLoss checks the dimensions and their weights
+        loss = MatryoshkaLoss(loss, dims, options.get("matryoshka_weights"))
     return loss
