@@ -218,6 +218,12 @@ def keep_rows_until(path: Path, step: int) -> None:
     """
     with path.open(newline="") as file:
         lines = file.readlines()
-    kept = lines[:1] + [line for line in lines[1:] if int(line.split(",", 1)[0]) <= step]
+
+    def kept_row(line: str) -> bool:
+        first = line.split(",", 1)[0]
+        # a line without its end, or no step, was cut short by the kill: it goes too
+        return line.endswith("\n") and first.isdigit() and int(first) <= step
+
+    kept = lines[:1] + [line for line in lines[1:] if kept_row(line)]
     if len(kept) < len(lines):
         atomic_write(path, lambda file: file.write("".join(kept)))

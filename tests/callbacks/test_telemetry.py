@@ -212,3 +212,12 @@ def test_a_resume_drops_the_rows_past_its_step_and_writes_them_again(tmp_path):
     rows = path.read_bytes().split(b"\r\n")
     assert [row.split(b",")[0] for row in rows if row] == [b"step", b"5", b"10", b"15", b"17"]
     assert rows[2] != b"10,2.0,0.01"  # step 10's row is this run's, written again
+
+
+def test_a_row_cut_short_by_the_kill_is_dropped_on_resume(tmp_path):
+    from tapefit.callbacks.telemetry import keep_rows_until
+
+    path = tmp_path / "steps.csv"
+    path.write_bytes(b"step,gradient_norm\r\n5,0.5\r\n10,0.4\r\n1")  # killed mid-write
+    keep_rows_until(path, 20)
+    assert path.read_bytes() == b"step,gradient_norm\r\n5,0.5\r\n10,0.4\r\n"
